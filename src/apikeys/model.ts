@@ -1,0 +1,87 @@
+// The shapes of the API-key endpoints as `t` schemas: the one source of truth for validation,
+// the OpenAPI document and the TypeScript types.
+import { t } from 'elysia';
+
+export const CREATE_PROPERTIES = ['name', 'level', 'expiresIn'] as const;
+export const NAME_MAX_CHARACTERS = 128;
+
+// 1..128 characters counted as code points (a surrogate pair is one character, a lone surrogate is
+// refused), and at least one that is not whitespace. Written for a regex without the `u` flag.
+const NAME_PATTERN = `^(?=[\\s\\S]*\\S)(?:[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]|[^\\uD800-\\uDFFF]){1,${NAME_MAX_CHARACTERS}}$`;
+
+/** The create body; the upper bound of `expiresIn` is configuration (MAX_EXPIRES_IN_SECONDS). */
+export function createKeyBody(maxExpiresInSeconds: number) {
+  return t.Object(
+    {
+      name: t.String({
+        minLength: 1,
+        maxLength: NAME_MAX_CHARACTERS * 2,
+        pattern: NAME_PATTERN,
+        description: 'A name for the key: 1 to 128 characters, not only whitespace.',
+      }),
+      level: t.Number({
+        multipleOf: 1,
+        minimum: 0,
+        maximum: 8,
+        description: 'Privilege level, an integer from 0 to 8, at most the caller’s own.',
+      }),
+      expiresIn: t.Number({
+        multipleOf: 1,
+        minimum: 1,
+        maximum: maxExpiresInSeconds,
+        description: `Seconds until the key expires: an integer from 1 to ${maxExpiresInSeconds}.`,
+      }),
+    },
+    { additionalProperties: false },
+  );
+}
+
+export type CreateKeyInput = { name: string; level: number; expiresIn: number };
+
+/** One sentence per property, used when its value breaks the schema. */
+export function propertyRule(property: string, maxExpiresInSeconds: number): string | undefined {
+  switch (property) {
+    case 'name':
+      return 'name must be a string of 1 to 128 characters that is not only whitespace.';
+    case 'level':
+      return 'level must be an integer from 0 to 8.';
+    case 'expiresIn':
+      return `expiresIn must be an integer number of seconds from 1 to ${maxExpiresInSeconds}.`;
+    default:
+      return undefined;
+  }
+}
+
+export const ApiKeyView = t.Object({
+  key: t.String({ description: '`kg_` followed by 22 base62 characters; the `:id` to delete it.' }),
+  secret: t.String({ description: 'Returned in this response only; keygate keeps only its SHA-256.' }),
+  level: t.Integer(),
+  expiresAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
+  name: t.String(),
+  userId: t.Integer(),
+});
+
+export type ApiKeyView = typeof ApiKeyView.static;
+
+export const CreatedResponse = t.Object({ result: t.Literal('success'), apikey: ApiKeyView });
+export const ErrorResponse = t.Object({ result: t.Literal('error'), error: t.String() });
+
+/** One sentence for a create body that failed the schema: the first problem a reader would fix. */
+export function describeCreateBodyProblem(
+  body: unknown,
+  failedPath: string | undefined,
+  maxExpiresInSeconds: number,
+): string {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    return 'The body must be a JSON object with name, level and expiresIn.';
+  }
+  const allowed: readonly string[] = CREATE_PROPERTIES;
+  const extra = Object.keys(body).find((property) => !allowed.includes(property));
+  if (extra !== undefined) {
+    return `Unknown property "${extra.slice(0, 40)}": the body takes only name, level and expiresIn.`;
+  }
+  const missing = CREATE_PROPERTIES.find((property) => !(property in body));
+  if (missing !== undefined) return `${missing} is required.`;
+  const property = failedPath?.split('/')[1] ?? '';
+  return propertyRule(property, maxExpiresInSeconds) ?? 'The body does not match name, level and expiresIn.';
+}

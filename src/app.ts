@@ -1,0 +1,81 @@
+// createApp wires the routes, the authentication schemes and the one error mapping; no logic here.
+import { openapi } from '@elysiajs/openapi';
+import { Elysia, ValidationError } from 'elysia';
+import { describeCreateBodyProblem } from './apikeys/model';
+import { apiKeyRoutes } from './apikeys/routes';
+import type { ApiKeyService } from './apikeys/service';
+import type { ApiKeyStore } from './apikeys/store';
+import type { JwtAuthority } from './auth/jwt';
+import { jwtAuth, keyAuth } from './auth/plugin';
+import { errorResponse, HttpError } from './http/errors';
+import { requestIdOf } from './http/request-log';
+import type { Logger } from './log';
+import { VERSION } from './version';
+
+export type AppDeps = {
+  service: ApiKeyService;
+  store: Pick<ApiKeyStore, 'ping'>;
+  jwt: JwtAuthority;
+  logger: Logger;
+  basePath: string;
+  maxExpiresInSeconds: number;
+};
+
+// SQLite answers these when the disk, the file or another process's lock is in the way: the request
+// may succeed later, so 503 rather than 500.
+const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
+
+export function createApp({ service, store, jwt, logger, basePath, maxExpiresInSeconds }: AppDeps) {
+  const routes = { service, maxExpiresInSeconds };
+  return new Elysia({ prefix: basePath, normalize: false })
+    .onError(({ code, error, request, path }) => {
+      if (error instanceof HttpError) return errorResponse(error.status, error.message, error.headers);
+      if (error instanceof ValidationError && error.type === 'body') {
+        return errorResponse(
+          400,
+          describeCreateBodyProblem(error.value, error.valueError?.path, maxExpiresInSeconds),
+        );
+      }
+      if (code === 'NOT_FOUND') return errorResponse(404, `There is no ${request.method} ${path}.`);
+      if (code === 'PARSE') return errorResponse(400, 'The body is not valid JSON.');
+      const sqliteCode = (error as { code?: unknown }).code;
+      const requestId = requestIdOf(request);
+      if (typeof sqliteCode === 'string' && UNAVAILABLE_CODES.test(sqliteCode)) {
+        logger.warn('database unavailable', { requestId, code: sqliteCode });
+        return errorResponse(503, 'The database is unavailable right now; try again shortly.', {
+          'retry-after': '1',
+        });
+      }
+      logger.error('unexpected error', {
+        requestId,
+        error: error instanceof Error ? error.stack : String(error),
+      });
+      return errorResponse(500, `Something went wrong on our side (request ${requestId ?? 'unknown'}).`);
+    })
+    .get(
+      '/health',
+      () => {
+        if (!store.ping()) throw new HttpError(503, 'The database does not answer.');
+        return { status: 'ok' as const };
+      },
+      { detail: { summary: 'Health: 200 once the database answers', tags: ['Operations'] } },
+    )
+    .use(
+      openapi({
+        path: '/openapi',
+        documentation: {
+          info: { title: 'keygate', version: VERSION, description: 'Create and delete API keys.' },
+          components: {
+            securitySchemes: {
+              bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+              basic: { type: 'http', scheme: 'basic' },
+              apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+              apiSecret: { type: 'apiKey', in: 'header', name: 'X-API-Secret' },
+            },
+          },
+        },
+      }),
+    )
+    .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(jwt) }))
+    .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }));
+}

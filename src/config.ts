@@ -1,0 +1,115 @@
+// Configuration: environment variables, each overridable by a `--kebab-case` flag, checked into a
+// frozen, typed Config. A bad value is one ConfigError line; the CLI turns it into exit code 2.
+import { LOG_LEVELS, type LogLevel } from './log';
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export type Config = Readonly<{
+  port: number;
+  host: string;
+  databaseUrl: string;
+  /** Unset: a random secret is created once in the data directory (see auth/jwt-secret.ts). */
+  jwtSecret: string | undefined;
+  jwtIssuer: string | undefined;
+  jwtAudience: string | undefined;
+  basePath: string;
+  purgeIntervalSeconds: number;
+  maxExpiresInSeconds: number;
+  maxKeysPerUser: number;
+  logLevel: LogLevel;
+}>;
+
+/** Every setting: its environment variable, its default, and what a bad value is told. */
+export const SETTINGS = {
+  PORT: { default: '3000', help: 'TCP port to listen on (0 picks a free one)' },
+  HOST: { default: '0.0.0.0', help: 'address to listen on' },
+  DATABASE_URL: { default: './data/keygate.db', help: 'SQLite file path, or :memory:' },
+  JWT_SECRET: {
+    default: undefined,
+    help: 'HS256 secret, at least 32 bytes (unset: generated once in the data directory)',
+  },
+  JWT_ISSUER: { default: undefined, help: 'when set, tokens must carry this iss' },
+  JWT_AUDIENCE: { default: undefined, help: 'when set, tokens must carry this aud' },
+  BASE_PATH: { default: '', help: 'prefix for every path, e.g. /auth' },
+  PURGE_INTERVAL_SECONDS: { default: '60', help: 'seconds between purges of expired keys' },
+  MAX_EXPIRES_IN_SECONDS: { default: '315360000', help: 'largest expiresIn accepted (default ten years)' },
+  MAX_KEYS_PER_USER: { default: '1000', help: 'live keys one user may hold' },
+  LOG_LEVEL: { default: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
+} as const;
+
+export type SettingName = keyof typeof SETTINGS;
+
+/** `DATABASE_URL` ⇄ `--database-url`. */
+export function flagOf(name: SettingName): string {
+  return `--${name.toLowerCase().replaceAll('_', '-')}`;
+}
+
+export function settingOfFlag(flag: string): SettingName | undefined {
+  return (Object.keys(SETTINGS) as SettingName[]).find((name) => flagOf(name) === flag);
+}
+
+const TEN_THOUSAND_YEARS_S = 10_000 * 365 * 24 * 3600;
+
+export function loadConfig(
+  env: Record<string, string | undefined>,
+  flags: Partial<Record<SettingName, string>> = {},
+): Config {
+  // A flag wins over the environment; an empty value counts as unset.
+  const raw = (name: SettingName): string | undefined => {
+    const value = flags[name] ?? env[name];
+    return value === undefined || value === '' ? SETTINGS[name].default : value;
+  };
+  const jwtSecret = raw('JWT_SECRET');
+  if (jwtSecret !== undefined && Buffer.byteLength(jwtSecret) < 32) {
+    throw new ConfigError(`JWT_SECRET must be at least 32 bytes (got ${Buffer.byteLength(jwtSecret)}).`);
+  }
+  return Object.freeze({
+    port: integer('PORT', raw('PORT'), 0, 65535),
+    host: nonEmpty('HOST', raw('HOST')),
+    databaseUrl: nonEmpty('DATABASE_URL', raw('DATABASE_URL')),
+    jwtSecret,
+    jwtIssuer: raw('JWT_ISSUER'),
+    jwtAudience: raw('JWT_AUDIENCE'),
+    basePath: basePath(raw('BASE_PATH') ?? ''),
+    purgeIntervalSeconds: integer('PURGE_INTERVAL_SECONDS', raw('PURGE_INTERVAL_SECONDS'), 1, 86_400),
+    maxExpiresInSeconds: integer(
+      'MAX_EXPIRES_IN_SECONDS',
+      raw('MAX_EXPIRES_IN_SECONDS'),
+      1,
+      TEN_THOUSAND_YEARS_S,
+    ),
+    maxKeysPerUser: integer('MAX_KEYS_PER_USER', raw('MAX_KEYS_PER_USER'), 1, 1_000_000_000),
+    logLevel: logLevel(raw('LOG_LEVEL') ?? 'info'),
+  });
+}
+
+function integer(name: SettingName, value: string | undefined, min: number, max: number): number {
+  const parsed = value !== undefined && /^[0-9]+$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isSafeInteger(parsed) || parsed < min || parsed > max) {
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max} (got "${value}").`);
+  }
+  return parsed;
+}
+
+function nonEmpty(name: SettingName, value: string | undefined): string {
+  if (value === undefined || value.trim() === '') throw new ConfigError(`${name} must not be empty.`);
+  return value;
+}
+
+function basePath(value: string): string {
+  const trimmed = value.endsWith('/') ? value.slice(0, -1) : value;
+  if (trimmed !== '' && !/^(\/[A-Za-z0-9._~-]+)+$/.test(trimmed)) {
+    throw new ConfigError(
+      `BASE_PATH must look like /segment or /a/b, made of letters, digits and ._~- (got "${value}").`,
+    );
+  }
+  return trimmed;
+}
+
+function logLevel(value: string): LogLevel {
+  const level = LOG_LEVELS.find((candidate) => candidate === value);
+  if (!level) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${value}").`);
+  return level;
+}

@@ -1,0 +1,47 @@
+// Opens the SQLite database: the one place for pragmas, and the migrations applied before any use.
+import { Database } from 'bun:sqlite';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { type BunSQLiteDatabase, drizzle } from 'drizzle-orm/bun-sqlite';
+import type { MigrationMeta } from 'drizzle-orm/migrator';
+import { embeddedMigrations } from './migrations.macro' with { type: 'macro' };
+import * as schema from './schema';
+
+export type Db = BunSQLiteDatabase<typeof schema> & { $client: Database };
+
+const MIGRATIONS: MigrationMeta[] = embeddedMigrations();
+
+/** How long a statement waits for another process's write lock before it gives up with SQLITE_BUSY. */
+export const BUSY_TIMEOUT_MS = 2000;
+
+export function openDatabase(url: string): Db {
+  if (url !== ':memory:') mkdirSync(dirname(url), { recursive: true });
+  const client = new Database(url, { create: true, strict: true });
+  // busy_timeout first: the pragmas below may themselves need a lock another process holds.
+  client.run(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  client.run('PRAGMA journal_mode = WAL');
+  // FULL: a commit returns only once the WAL is on disk, so an acknowledged write survives a crash.
+  client.run('PRAGMA synchronous = FULL');
+  client.run('PRAGMA foreign_keys = ON');
+  const db = drizzle({ client, schema });
+  migrate(db);
+  return db;
+}
+
+/** Applies every embedded migration not applied yet; running it again is a no-op. */
+export function migrate(db: Db): void {
+  // drizzle's own migrate() reads the folder at run time; the dialect's migrate takes the list we embedded.
+  // Both members are internal to drizzle-orm (pinned); test/db/migrations.test.ts guards the contract.
+  const internals = db as unknown as {
+    dialect: {
+      migrate(migrations: MigrationMeta[], session: unknown, config: { migrationsFolder: string }): void;
+    };
+    session: unknown;
+  };
+  internals.dialect.migrate(MIGRATIONS, internals.session, { migrationsFolder: 'embedded' });
+}
+
+export function appliedMigrationCount(db: Db): number {
+  const row = db.$client.query('SELECT count(*) AS n FROM __drizzle_migrations').get() as { n: number };
+  return row.n;
+}

@@ -1,0 +1,24 @@
+// The database schema. Change it here, then `bun run db:generate` writes the migration.
+import { blob, index, integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+
+export const apiKeys = sqliteTable(
+  'api_keys',
+  {
+    id: text('id').primaryKey(),
+    // SHA-256 of the secret: the secret itself is never stored.
+    secretHash: blob('secret_hash', { mode: 'buffer' }).notNull(),
+    userId: integer('user_id').notNull(),
+    level: integer('level').notNull(),
+    name: text('name').notNull(),
+    createdAt: integer('created_at').notNull(),
+    expiresAt: integer('expires_at').notNull(),
+  },
+  (table) => [
+    // Counting a user's live keys (the per-user cap) walks this index only.
+    index('api_keys_user_expires').on(table.userId, table.expiresAt),
+    // The purge finds expired keys in order without scanning the table.
+    index('api_keys_expires').on(table.expiresAt),
+  ],
+);
+
+export type ApiKeyRow = typeof apiKeys.$inferSelect;

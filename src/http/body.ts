@@ -1,0 +1,59 @@
+// Reads a JSON body without throwing: a problem is recorded and raised only after authentication,
+// because a request without credentials must get 401 even when its body is also bad.
+import { HttpError } from './errors';
+
+export const MAX_BODY_BYTES = 16 * 1024;
+
+const JSON_CONTENT_TYPE = /^application\/json[ \t]*(;|$)/i;
+const problems = new WeakSet<object>();
+
+function problem(status: number, message: string): HttpError {
+  const error = new HttpError(status, message);
+  problems.add(error);
+  return error;
+}
+
+export const BODY_TOO_LARGE = `The body is larger than ${MAX_BODY_BYTES} bytes.`;
+
+/** The parsed JSON value, or a recorded problem for `raiseBodyProblem` to throw later. */
+export async function readJsonBody(request: Request): Promise<unknown> {
+  if (!JSON_CONTENT_TYPE.test(request.headers.get('content-type') ?? '')) {
+    return problem(400, 'The Content-Type must be application/json.');
+  }
+  const bytes = await readLimited(request);
+  if (bytes === null) return problem(413, BODY_TOO_LARGE);
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    return problem(400, 'The body is not valid UTF-8.');
+  }
+  if (text.trim() === '') return problem(400, 'The body is empty; send a JSON object.');
+  try {
+    return JSON.parse(text);
+  } catch {
+    return problem(400, 'The body is not valid JSON.');
+  }
+}
+
+/** Throws the problem `readJsonBody` recorded, if any. */
+export function raiseBodyProblem(body: unknown): void {
+  if (typeof body === 'object' && body !== null && problems.has(body)) throw body;
+}
+
+/** The whole body, or null once it passes MAX_BODY_BYTES (chunked bodies have no Content-Length). */
+async function readLimited(request: Request): Promise<Uint8Array | null> {
+  if (request.headers.has('content-length')) {
+    const bytes = new Uint8Array(await request.arrayBuffer());
+    return bytes.byteLength > MAX_BODY_BYTES ? null : bytes;
+  }
+  if (!request.body) return new Uint8Array(0);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of request.body) {
+    size += chunk.byteLength;
+    if (size > MAX_BODY_BYTES) return null;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}

@@ -1,0 +1,41 @@
+// The outermost layer of every request: a request id, the body-size guard, the security headers,
+// and one log line (method, path, status, ms; never headers or bodies).
+import type { Logger } from '../log';
+import { BODY_TOO_LARGE, MAX_BODY_BYTES } from './body';
+import { errorResponse } from './errors';
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
+const requestIds = new WeakMap<Request, string>();
+
+/** The id given to a request, for error logs deeper down. */
+export function requestIdOf(request: Request): string | undefined {
+  return requestIds.get(request);
+}
+
+export function withRequestLog(
+  handle: (request: Request) => Response | Promise<Response>,
+  logger: Logger,
+): (request: Request) => Promise<Response> {
+  return async (request) => {
+    const started = performance.now();
+    const given = request.headers.get('x-request-id');
+    const id = given !== null && REQUEST_ID.test(given) ? given : crypto.randomUUID();
+    requestIds.set(request, id);
+    const length = Number(request.headers.get('content-length') ?? 0);
+    // Refused before reading a byte of it (and before authentication): the declared size says enough.
+    const response = length > MAX_BODY_BYTES ? errorResponse(413, BODY_TOO_LARGE) : await handle(request);
+    response.headers.set('x-request-id', id);
+    response.headers.set('x-content-type-options', 'nosniff');
+    const url = request.url;
+    const pathStart = url.indexOf('/', url.indexOf('//') + 2);
+    const queryStart = url.indexOf('?', pathStart);
+    logger.info('request', {
+      requestId: id,
+      method: request.method,
+      path: queryStart === -1 ? url.slice(pathStart) : url.slice(pathStart, queryStart),
+      status: response.status,
+      ms: Math.round((performance.now() - started) * 100) / 100,
+    });
+    return response;
+  };
+}

@@ -1,0 +1,49 @@
+// Builds one keygate from a Config: database, store, service, JWT authority and HTTP handler.
+// The server, the CLI and the tests all assemble it here, so they run the same parts.
+import { createApiKeyService } from './apikeys/service';
+import { createApiKeyStore } from './apikeys/store';
+import { createApp } from './app';
+import { createJwtAuthority } from './auth/jwt';
+import { type Clock, systemClock } from './clock';
+import type { Config } from './config';
+import { openDatabase } from './db/open';
+import { withRequestLog } from './http/request-log';
+import type { Logger } from './log';
+
+export type Keygate = ReturnType<typeof createKeygate>;
+
+export function createKeygate(
+  config: Config,
+  { jwtSecret, logger, clock = systemClock }: { jwtSecret: string; logger: Logger; clock?: Clock },
+) {
+  const db = openDatabase(config.databaseUrl);
+  const store = createApiKeyStore(db);
+  const service = createApiKeyService({ store, clock, maxKeysPerUser: config.maxKeysPerUser });
+  const jwt = createJwtAuthority({
+    secret: jwtSecret,
+    issuer: config.jwtIssuer,
+    audience: config.jwtAudience,
+    clock,
+  });
+  const app = createApp({
+    service,
+    store,
+    jwt,
+    logger,
+    basePath: config.basePath,
+    maxExpiresInSeconds: config.maxExpiresInSeconds,
+  });
+  const handle = withRequestLog((request) => app.handle(request), logger);
+  return {
+    db,
+    store,
+    service,
+    jwt,
+    handle,
+    /** Waits for queued writes, then closes the database. */
+    async close() {
+      await store.drained();
+      db.$client.close();
+    },
+  };
+}

@@ -1,0 +1,41 @@
+// JSON-line logger. Lines are buffered and written once per event-loop turn so that logging every
+// request does not cost a write call each. Callers pass fields, never secrets, tokens or headers.
+export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export type Logger = {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+  /** Writes whatever is buffered now. */
+  flush(): void;
+};
+
+export function createLogger(level: LogLevel, write: (chunk: string) => void = stdoutWrite): Logger {
+  const threshold = LOG_LEVELS.indexOf(level);
+  let buffer = '';
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    if (buffer === '') return;
+    const chunk = buffer;
+    buffer = '';
+    write(chunk);
+  };
+  const at =
+    (lineLevel: Exclude<LogLevel, 'silent'>) =>
+    (msg: string, fields?: Record<string, unknown>): void => {
+      if (LOG_LEVELS.indexOf(lineLevel) < threshold) return;
+      buffer += `${JSON.stringify({ time: new Date().toISOString(), level: lineLevel, msg, ...fields })}\n`;
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush);
+      }
+    };
+  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), flush };
+}
+
+function stdoutWrite(chunk: string): void {
+  process.stdout.write(chunk);
+}

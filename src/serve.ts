@@ -1,0 +1,47 @@
+// `keygate serve`: listen, purge on a timer, and on stop finish what is in flight before closing.
+import { systemClock } from './clock';
+import type { Config } from './config';
+import { startPurgeTimer } from './jobs/purge';
+import { createKeygate } from './keygate';
+import type { Logger } from './log';
+
+/** Idle keep-alive and slow connections are closed after this many seconds without a byte. */
+export const IDLE_TIMEOUT_SECONDS = 10;
+// Bun answers 413 (empty body) itself above this; keygate's own JSON 413 starts at 16 KiB.
+const TRANSPORT_BODY_LIMIT = 1024 * 1024;
+
+export type RunningServer = { url: URL; stop(): Promise<void> };
+
+export function serve(
+  config: Config,
+  { jwtSecret, logger }: { jwtSecret: string; logger: Logger },
+): RunningServer {
+  const keygate = createKeygate(config, { jwtSecret, logger });
+  const server = Bun.serve({
+    hostname: config.host,
+    port: config.port,
+    fetch: keygate.handle,
+    maxRequestBodySize: TRANSPORT_BODY_LIMIT,
+    idleTimeout: IDLE_TIMEOUT_SECONDS,
+    development: false,
+  });
+  const purge = startPurgeTimer({
+    store: keygate.store,
+    clock: systemClock,
+    intervalSeconds: config.purgeIntervalSeconds,
+    logger,
+  });
+  const url = new URL(config.basePath || '/', server.url);
+  logger.info('listening', { url: url.href, database: config.databaseUrl });
+  return {
+    url,
+    async stop() {
+      // Stop accepting; requests in flight finish (and their writes commit) before the database closes.
+      await server.stop();
+      await purge.stop();
+      await keygate.close();
+      logger.info('stopped');
+      logger.flush();
+    },
+  };
+}
