@@ -1,0 +1,81 @@
+// A fresh keygate on :memory: with a movable clock, and a tiny request helper for behaviour tests.
+import { type Config, loadConfig } from '../../src/config';
+import { createKeygate } from '../../src/keygate';
+import { createLogger } from '../../src/log';
+
+export const JWT_SECRET = 'test-secret-that-is-at-least-32-bytes-long';
+export const START = Date.parse('2026-11-22T10:00:00.000Z');
+
+export type TestResponse = Awaited<ReturnType<TestKeygate['req']>>;
+
+export type TestKeygate = Awaited<ReturnType<typeof testKeygate>>;
+
+export function testKeygate(env: Record<string, string> = {}) {
+  const config: Config = loadConfig({ DATABASE_URL: ':memory:', JWT_SECRET, ...env });
+  const time = { now: START };
+  const keygate = createKeygate(config, {
+    jwtSecret: JWT_SECRET,
+    logger: createLogger('silent'),
+    clock: () => time.now,
+  });
+  const base = `http://localhost${config.basePath}`;
+
+  /** Sends a request; `body` objects go as JSON with the JSON Content-Type. */
+  async function req(
+    method: string,
+    path: string,
+    init: { headers?: Record<string, string>; body?: unknown } = {},
+  ) {
+    const headers = new Headers(init.headers);
+    // Raw bytes go as they are; a string is sent as JSON text; anything else is serialised to JSON.
+    let body: string | Uint8Array | undefined;
+    if (init.body instanceof Uint8Array) body = init.body;
+    else if (init.body !== undefined) {
+      body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
+      if (!headers.has('content-type')) headers.set('content-type', 'application/json');
+    }
+    const response = await keygate.handle(new Request(`${base}${path}`, { method, headers, body }));
+    const text = await response.text();
+    // biome-ignore lint/suspicious/noExplicitAny: tests read whatever JSON came back and assert on it.
+    let json: any;
+    try {
+      json = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    return { status: response.status, headers: response.headers, text, json };
+  }
+
+  const token = (sub: number | string, options: { level?: number; ttlSeconds?: number } = {}) =>
+    keygate.jwt.sign({ sub: Number(sub), level: options.level, ttlSeconds: options.ttlSeconds ?? 3600 });
+
+  const bearer = async (sub: number, level?: number) => ({
+    authorization: `Bearer ${await token(sub, { level })}`,
+  });
+
+  const basic = (key: string, secret: string) => ({
+    authorization: `Basic ${Buffer.from(`${key}:${secret}`).toString('base64')}`,
+  });
+
+  /** Creates a key through /jwt for `sub` and returns the apikey object. */
+  async function createKey(
+    sub: number,
+    body: Partial<{ name: string; level: number; expiresIn: number }> = {},
+  ) {
+    const response = await req('POST', '/apikeys/jwt', {
+      headers: await bearer(sub),
+      body: { name: 'test', level: 3, expiresIn: 3600, ...body },
+    });
+    if (response.status !== 201) throw new Error(`create failed: ${response.status} ${response.text}`);
+    return response.json.apikey as {
+      key: string;
+      secret: string;
+      level: number;
+      expiresAt: string;
+      name: string;
+      userId: number;
+    };
+  }
+
+  return { config, keygate, time, req, token, bearer, basic, createKey, close: () => keygate.close() };
+}
