@@ -20,6 +20,7 @@ const SCHEME_DOC: Record<'jwt' | 'key', { security: Record<string, string[]>[]; 
 
 export function apiKeyRoutes({ suffix, auth, service, maxExpiresInSeconds }: ApiKeyRoutesOptions) {
   const doc = SCHEME_DOC[suffix];
+  const body = createKeyBody(maxExpiresInSeconds);
   const errors = { 400: ErrorResponse, 401: ErrorResponse, 403: ErrorResponse, 404: ErrorResponse };
   return new Elysia()
     .use(auth)
@@ -32,9 +33,11 @@ export function apiKeyRoutes({ suffix, auth, service, maxExpiresInSeconds }: Api
         return { result: 'success' as const, apikey };
       },
       {
-        parse: ({ request }) => readJsonBody(request),
+        // readJsonBody always returns, so Elysia never reaches the built-in 'application/json' parser
+        // listed after it; the name is there for the OpenAPI document's request content type.
+        parse: [({ request }) => readJsonBody(request), 'application/json'],
         transform: ({ body }) => raiseBodyProblem(body),
-        body: createKeyBody(maxExpiresInSeconds),
+        body,
         response: { 201: CreatedResponse, ...errors, 409: ErrorResponse, 413: ErrorResponse },
         detail: {
           summary: `Create an API key (${suffix})`,

@@ -1,0 +1,77 @@
+// The group-commit writer: one transaction for writes queued together, one failure rolls back alone.
+import { Database } from 'bun:sqlite';
+import { describe, expect, it } from 'bun:test';
+import { GroupCommitWriter } from '../../src/db/group-commit';
+
+function setup() {
+  const client = new Database(':memory:');
+  client.run('CREATE TABLE t (v INTEGER UNIQUE)');
+  const writer = new GroupCommitWriter(client);
+  const insert = (v: number) => () => client.run('INSERT INTO t (v) VALUES (?)', [v]);
+  const rows = () =>
+    (client.query('SELECT v FROM t ORDER BY v').all() as Array<{ v: number }>).map((r) => r.v);
+  return { client, writer, insert, rows };
+}
+
+describe('GroupCommitWriter', () => {
+  it('commits writes queued in the same turn in one transaction', async () => {
+    const { client, writer, insert, rows } = setup();
+    let transactions = 0;
+    const original = client.run.bind(client);
+    client.run = ((sql: string, ...rest: unknown[]) => {
+      if (sql === 'COMMIT') transactions++;
+      return (original as (...a: unknown[]) => unknown)(sql, ...rest);
+    }) as typeof client.run;
+    await Promise.all([1, 2, 3, 4, 5].map((v) => writer.write(insert(v))));
+    expect(transactions).toBe(1);
+    expect(rows()).toEqual([1, 2, 3, 4, 5]);
+    await writer.write(insert(6));
+    expect(transactions).toBe(2);
+  });
+
+  it('resolves only after the commit: the row is visible when the promise settles, not before', async () => {
+    const { writer, insert, rows } = setup();
+    const pending = writer.write(insert(1));
+    expect(rows()).toEqual([]);
+    await pending;
+    expect(rows()).toEqual([1]);
+  });
+
+  it('rolls back a failing job alone; the others commit', async () => {
+    const { writer, insert, rows } = setup();
+    const results = await Promise.allSettled([
+      writer.write(insert(1)),
+      writer.write(() => {
+        insert(2)();
+        insert(1)(); // UNIQUE violation: this job's row 2 must go too
+      }),
+      writer.write(insert(3)),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(rows()).toEqual([1, 3]);
+  });
+
+  it('passes a job its return value', async () => {
+    const { writer } = setup();
+    expect(await writer.write(() => 42)).toBe(42);
+  });
+
+  it('rejects every job of a batch whose commit cannot start, and recovers afterwards', async () => {
+    const { client, writer, insert, rows } = setup();
+    client.run('BEGIN'); // an open transaction makes BEGIN IMMEDIATE fail
+    const failed = await Promise.allSettled([writer.write(insert(1)), writer.write(insert(2))]);
+    expect(failed.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    client.run('ROLLBACK');
+    await writer.write(insert(3));
+    expect(rows()).toEqual([3]);
+  });
+
+  it('drained() waits for queued writes', async () => {
+    const { writer, insert, rows } = setup();
+    void writer.write(insert(1));
+    void writer.write(insert(2));
+    await writer.drained();
+    expect(rows()).toEqual([1, 2]);
+    await writer.drained();
+  });
+});

@@ -1,0 +1,164 @@
+// The HTTP surface around the endpoints: 404s, health, the OpenAPI document, BASE_PATH, request ids,
+// security headers, and request logs that never carry a secret, a token or an Authorization header.
+import { describe, expect, it } from 'bun:test';
+import { loadConfig } from '../../src/config';
+import { createKeygate } from '../../src/keygate';
+import { createLogger } from '../../src/log';
+import { JWT_SECRET, testKeygate } from '../support/keygate';
+
+describe('unknown paths', () => {
+  it.each([
+    ['GET', '/'],
+    ['GET', '/nope'],
+    ['GET', '/apikeys/jwt'],
+    ['PUT', '/apikeys/jwt'],
+    ['POST', '/apikeys/other'],
+    ['DELETE', '/apikeys/kg_0000000000000000000000'],
+    ['PATCH', '/health'],
+  ])('%s %s answers 404 in the error shape', async (method, path) => {
+    const k = testKeygate();
+    const response = await k.req(method, path);
+    expect(response.status).toBe(404);
+    expect(response.headers.get('content-type')).toStartWith('application/json');
+    expect(response.json).toEqual({ result: 'error', error: expect.any(String) });
+  });
+});
+
+describe('GET /health', () => {
+  it('answers 200 {"status":"ok"} while the database answers, 503 after it closed', async () => {
+    const k = testKeygate();
+    const ok = await k.req('GET', '/health');
+    expect(ok.status).toBe(200);
+    expect(ok.json).toEqual({ status: 'ok' });
+    k.keygate.db.$client.close();
+    const down = await k.req('GET', '/health');
+    expect(down.status).toBeGreaterThanOrEqual(500);
+    expect(down.json.result).toBe('error');
+  });
+});
+
+describe('GET /openapi', () => {
+  it('serves a reference page and a JSON document that lists the four endpoints', async () => {
+    const k = testKeygate();
+    const page = await k.req('GET', '/openapi');
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toContain('text/html');
+    const doc = await k.req('GET', '/openapi/json');
+    expect(doc.status).toBe(200);
+    expect(doc.json.openapi).toStartWith('3.');
+    expect(Object.keys(doc.json.paths)).toEqual(
+      expect.arrayContaining([
+        '/apikeys/jwt',
+        '/apikeys/key',
+        '/apikeys/{id}/jwt',
+        '/apikeys/{id}/key',
+        '/health',
+      ]),
+    );
+    const create = doc.json.paths['/apikeys/jwt'].post;
+    expect(JSON.stringify(create.requestBody)).toContain('expiresIn');
+  });
+});
+
+describe('BASE_PATH', () => {
+  it('serves every path under the prefix and nothing outside it', async () => {
+    const k = testKeygate({ BASE_PATH: '/auth' });
+    expect((await k.req('GET', '/health')).status).toBe(200);
+    const key = await k.createKey(1);
+    expect((await k.req('DELETE', `/apikeys/${key.key}/jwt`, { headers: await k.bearer(1) })).status).toBe(
+      204,
+    );
+    const outside = await k.keygate.handle(new Request('http://localhost/health'));
+    expect(outside.status).toBe(404);
+  });
+});
+
+describe('headers on every response', () => {
+  it('sets nosniff and a request id, keeps a sane client id, and names no framework', async () => {
+    const k = testKeygate();
+    for (const response of [
+      await k.req('GET', '/health'),
+      await k.req('GET', '/missing'),
+      await k.req('POST', '/apikeys/jwt', { body: {} }),
+    ]) {
+      expect(response.headers.get('x-content-type-options')).toBe('nosniff');
+      expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+      expect(response.headers.get('x-powered-by')).toBeNull();
+      expect(response.headers.get('server')).toBeNull();
+    }
+    const echoed = await k.req('GET', '/health', { headers: { 'x-request-id': 'trace-123' } });
+    expect(echoed.headers.get('x-request-id')).toBe('trace-123');
+    const replaced = await k.req('GET', '/health', { headers: { 'x-request-id': 'bad id\u0001' } });
+    expect(replaced.headers.get('x-request-id')).not.toContain('bad');
+  });
+});
+
+describe('request logs', () => {
+  it('write one JSON line per request with id, method, path, status and ms, and never a credential', async () => {
+    const lines: string[] = [];
+    const logger = createLogger('info', (chunk) => lines.push(...chunk.trimEnd().split('\n')));
+    const config = loadConfig({ DATABASE_URL: ':memory:', JWT_SECRET });
+    const keygate = createKeygate(config, { jwtSecret: JWT_SECRET, logger });
+    const token = await keygate.jwt.sign({ sub: 1, ttlSeconds: 60 });
+    const created = await keygate.handle(
+      new Request('http://localhost/apikeys/jwt?token=leak', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'logged', level: 1, expiresIn: 60 }),
+      }),
+    );
+    const { apikey } = (await created.json()) as { apikey: { key: string; secret: string } };
+    const basic = `Basic ${Buffer.from(`${apikey.key}:${apikey.secret}`).toString('base64')}`;
+    await keygate.handle(
+      new Request(`http://localhost/apikeys/${apikey.key}/key`, {
+        method: 'DELETE',
+        headers: { authorization: basic },
+      }),
+    );
+    logger.flush();
+    expect(lines).toHaveLength(2);
+    const first = JSON.parse(lines[0] as string);
+    expect(first).toMatchObject({
+      level: 'info',
+      msg: 'request',
+      method: 'POST',
+      path: '/apikeys/jwt',
+      status: 201,
+    });
+    expect(typeof first.requestId).toBe('string');
+    expect(typeof first.ms).toBe('number');
+    expect(JSON.parse(lines[1] as string)).toMatchObject({ method: 'DELETE', status: 204 });
+    const all = lines.join('\n');
+    for (const credential of [token, apikey.secret, basic, 'leak', 'authorization', 'Bearer']) {
+      expect(all).not.toContain(credential);
+    }
+  });
+});
+
+describe('unexpected errors', () => {
+  it('answer 500 with a generic sentence and the request id, and log the stack', async () => {
+    const lines: string[] = [];
+    const config = loadConfig({ DATABASE_URL: ':memory:', JWT_SECRET });
+    const keygate = createKeygate(config, {
+      jwtSecret: JWT_SECRET,
+      logger: createLogger('error', (chunk) => lines.push(chunk)),
+    });
+    keygate.store.findKey = () => {
+      throw new Error('kaboom in the store');
+    };
+    const token = await keygate.jwt.sign({ sub: 1, ttlSeconds: 60 });
+    const response = await keygate.handle(
+      new Request('http://localhost/apikeys/kg_0000000000000000000000/jwt', {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${token}` },
+      }),
+    );
+    expect(response.status).toBe(500);
+    const body = (await response.json()) as { result: string; error: string };
+    expect(body.result).toBe('error');
+    expect(body.error).not.toContain('kaboom');
+    expect(body.error).toContain(response.headers.get('x-request-id') as string);
+    await Bun.sleep(0);
+    expect(lines.join('')).toContain('kaboom in the store');
+  });
+});

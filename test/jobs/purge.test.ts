@@ -1,0 +1,85 @@
+// The purge: removes expired keys only, in batches, with an injected clock.
+import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
+import { purgeExpiredKeys, startPurgeTimer } from '../../src/jobs/purge';
+import { createLogger } from '../../src/log';
+import { type TestKeygate, testKeygate } from '../support/keygate';
+
+let k: TestKeygate;
+beforeEach(() => {
+  k = testKeygate({ MAX_KEYS_PER_USER: '100' });
+});
+afterEach(() => k.close());
+
+const count = () =>
+  (k.keygate.db.$client.query('SELECT count(*) AS n FROM api_keys').get() as { n: number }).n;
+
+describe('purgeExpiredKeys', () => {
+  it('removes keys at or past their expiry and keeps the live ones', async () => {
+    for (let i = 0; i < 5; i++) await k.createKey(1, { expiresIn: 10 });
+    const live = await k.createKey(1, { expiresIn: 11 });
+    k.time.now += 10_000;
+    expect(await purgeExpiredKeys(k.keygate.store, () => k.time.now)).toBe(5);
+    expect(count()).toBe(1);
+    expect(k.keygate.store.findKey(live.key)).toBeDefined();
+    expect(await purgeExpiredKeys(k.keygate.store, () => k.time.now)).toBe(0);
+  });
+
+  it('works in batches of the given size until a short batch', async () => {
+    for (let i = 0; i < 7; i++) await k.createKey(1, { expiresIn: 1 });
+    k.time.now += 1000;
+    const batches: number[] = [];
+    const store = {
+      deleteExpiredBatch: async (now: number, limit: number) => {
+        const removed = await k.keygate.store.deleteExpiredBatch(now, limit);
+        batches.push(removed);
+        return removed;
+      },
+    };
+    expect(await purgeExpiredKeys(store, () => k.time.now, 3)).toBe(7);
+    expect(batches).toEqual([3, 3, 1]);
+  });
+
+  it('lets requests run between batches', async () => {
+    for (let i = 0; i < 6; i++) await k.createKey(1, { expiresIn: 1 });
+    k.time.now += 1000;
+    const order: string[] = [];
+    const store = {
+      deleteExpiredBatch: async (now: number, limit: number) => {
+        order.push('batch');
+        return k.keygate.store.deleteExpiredBatch(now, limit);
+      },
+    };
+    const purge = purgeExpiredKeys(store, () => k.time.now, 2);
+    const request = k.req('GET', '/health').then(() => order.push('request'));
+    await Promise.all([purge, request]);
+    expect(order.indexOf('request')).toBeLessThan(order.lastIndexOf('batch'));
+  });
+});
+
+describe('startPurgeTimer', () => {
+  it('purges on its interval and stops cleanly', async () => {
+    await k.createKey(1, { expiresIn: 1 });
+    k.time.now += 1000;
+    let calls = 0;
+    const ran = Promise.withResolvers<void>();
+    const timer = startPurgeTimer({
+      store: {
+        deleteExpiredBatch: async (now, limit) => {
+          calls++;
+          const removed = await k.keygate.store.deleteExpiredBatch(now, limit);
+          ran.resolve();
+          return removed;
+        },
+      },
+      clock: () => k.time.now,
+      intervalSeconds: 0.001,
+      logger: createLogger('silent'),
+    });
+    await ran.promise;
+    await timer.stop();
+    const after = calls;
+    expect(count()).toBe(0);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(calls).toBe(after);
+  });
+});
