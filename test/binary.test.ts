@@ -1,0 +1,120 @@
+// Smoke test of the compiled binary: built as `bun run build` builds it, started from an empty
+// directory with nothing beside it, it serves, mints tokens, and drains and exits 0 on SIGTERM.
+import { afterAll, beforeAll, describe, expect, it } from 'bun:test';
+import { existsSync, mkdtempSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pkg from '../package.json' with { type: 'json' };
+
+const root = join(import.meta.dir, '..');
+const scratch = mkdtempSync(join(tmpdir(), 'keygate-binary-'));
+const binary = join(scratch, 'keygate');
+
+beforeAll(() => {
+  // The same command line as `bun run build`, written elsewhere so a running dist/keygate is left alone.
+  const command = pkg.scripts.build.replace('dist/keygate', binary).split(' ');
+  const built = Bun.spawnSync(command, { cwd: root, stdout: 'pipe', stderr: 'pipe' });
+  if (built.exitCode !== 0) throw new Error(`build failed: ${built.stderr.toString()}`);
+}, 60_000);
+
+function run(args: string[], cwd: string, env: Record<string, string> = {}) {
+  const result = Bun.spawnSync([binary, ...args], {
+    cwd,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stderr: 'pipe',
+  });
+  return {
+    code: result.exitCode,
+    stdout: result.stdout.toString().trim(),
+    stderr: result.stderr.toString().trim(),
+  };
+}
+
+describe('dist/keygate', () => {
+  let server: ReturnType<typeof Bun.spawn> | undefined;
+  afterAll(() => server?.kill('SIGKILL'));
+
+  it('serves from an empty directory, mints a working token, creates, deletes, and exits 0 on SIGTERM', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'keygate-empty-'));
+    server = Bun.spawn([binary], {
+      cwd,
+      env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1' },
+      stdout: 'pipe',
+      stderr: 'pipe',
+    });
+    const reader = (server.stdout as ReadableStream<Uint8Array>).getReader();
+    const { value } = await reader.read();
+    const startLine = JSON.parse(new TextDecoder().decode(value).split('\n')[0] as string);
+    expect(startLine).toMatchObject({ msg: 'listening', database: './data/keygate.db' });
+    const base = startLine.url.replace(/\/$/, '');
+
+    expect(existsSync(join(cwd, 'data', 'keygate.db'))).toBe(true);
+    expect(statSync(join(cwd, 'data', 'jwt-secret')).mode & 0o777).toBe(0o600);
+
+    const token = run(['token', '--sub', '42', '--level', '5'], cwd).stdout;
+    expect(token.split('.')).toHaveLength(3);
+    const created = await fetch(`${base}/apikeys/jwt`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'smoke', level: 5, expiresIn: 60 }),
+    });
+    expect(created.status).toBe(201);
+    const { apikey } = (await created.json()) as { apikey: { key: string; secret: string; userId: number } };
+    expect(apikey.userId).toBe(42);
+
+    const deleted = await fetch(`${base}/apikeys/${apikey.key}/key`, {
+      method: 'DELETE',
+      headers: { authorization: `Basic ${btoa(`${apikey.key}:${apikey.secret}`)}` },
+    });
+    expect(deleted.status).toBe(204);
+
+    expect(run(['healthcheck', '--port', new URL(base).port], cwd).code).toBe(0);
+
+    server.kill('SIGTERM');
+    expect(await server.exited).toBe(0);
+    let rest = '';
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+      rest += new TextDecoder().decode(chunk.value);
+    }
+    expect(rest).toContain('"msg":"stopped"');
+    expect(rest).not.toContain(apikey.secret);
+    expect(rest).not.toContain(token);
+  }, 30_000);
+
+  it('prints its version and help', () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'keygate-empty-'));
+    expect(run(['--version'], cwd).stdout).toBe(pkg.version);
+    expect(run(['--help'], cwd).stdout).toContain('MAX_KEYS_PER_USER');
+  });
+
+  it.each([
+    [['serve'], { PORT: 'abc' }, 'PORT'],
+    [['serve', '--log-level', 'loud'], {}, 'LOG_LEVEL'],
+    [['serve', '--bogus'], {}, '--bogus'],
+    [['frobnicate'], {}, 'frobnicate'],
+    [['token'], { JWT_SECRET: 'x'.repeat(32) }, '--sub'],
+  ])('exits 2 with one clear line for %p %p', (args, env, mentions) => {
+    const cwd = mkdtempSync(join(tmpdir(), 'keygate-empty-'));
+    const result = run(args, cwd, env);
+    expect(result.code).toBe(2);
+    expect(result.stderr.split('\n')).toHaveLength(1);
+    expect(result.stderr).toContain(mentions);
+  });
+
+  it('exits 2 with one line when the database file is not a database, and leaves it untouched', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'keygate-corrupt-'));
+    const file = join(cwd, 'keygate.db');
+    await Bun.write(file, 'this is not a SQLite database, not even close to one. '.repeat(200));
+    const before = await Bun.file(file).text();
+    const result = run(['serve', '--database-url', file, '--port', '0'], cwd, { JWT_SECRET: 'x'.repeat(32) });
+    expect(result.code).toBe(2);
+    expect(result.stderr.split('\n')).toHaveLength(1);
+    expect(await Bun.file(file).text()).toBe(before);
+  });
+
+  it('purges and migrates by hand', () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'keygate-empty-'));
+    expect(run(['migrate'], cwd).stdout).toContain('migration 1');
+    expect(run(['purge'], cwd).stdout).toBe('purged 0 expired keys');
+  });
+});
