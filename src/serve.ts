@@ -24,6 +24,7 @@ export function serve(
     maxRequestBodySize: TRANSPORT_BODY_LIMIT,
     idleTimeout: IDLE_TIMEOUT_SECONDS,
     development: false,
+    reusePort: false, // Bun 1.4 sets SO_REUSEPORT here otherwise; a busy port must fail to start
   });
   const purge = startPurgeTimer({
     store: keygate.store,
