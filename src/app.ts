@@ -7,8 +7,8 @@ import type { ApiKeyService } from './apikeys/service';
 import type { ApiKeyStore } from './apikeys/store';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
+import { requestIdOf } from './http/edge';
 import { errorResponse, HttpError } from './http/errors';
-import { requestIdOf } from './http/request-log';
 import type { Logger } from './log';
 import { VERSION } from './version';
 

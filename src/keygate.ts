@@ -7,7 +7,7 @@ import { createJwtAuthority } from './auth/jwt';
 import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
 import { openDatabase } from './db/open';
-import { withRequestLog } from './http/request-log';
+import { withHttpEdge } from './http/edge';
 import type { Logger } from './log';
 
 export type Keygate = ReturnType<typeof createKeygate>;
@@ -33,7 +33,7 @@ export function createKeygate(
     basePath: config.basePath,
     maxExpiresInSeconds: config.maxExpiresInSeconds,
   });
-  const handle = withRequestLog((request) => app.handle(request), logger);
+  const handle = withHttpEdge((request) => app.handle(request), logger);
   return {
     db,
     store,

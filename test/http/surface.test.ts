@@ -162,3 +162,16 @@ describe('unexpected errors', () => {
     expect(lines.join('')).toContain('kaboom in the store');
   });
 });
+
+describe('short Host headers', () => {
+  it.each(['x', 'ab', 'abc', 'x:1'])('route correctly with Host %s', async (host) => {
+    const k = testKeygate();
+    const headers = { ...(await k.bearer(1)), 'content-type': 'application/json' };
+    const body = JSON.stringify({ name: 'short-host', level: 1, expiresIn: 60 });
+    const response = await k.keygate.handle(
+      new Request(`http://${host}/apikeys/jwt`, { method: 'POST', headers, body }),
+    );
+    expect(response.status).toBe(201);
+    expect((await k.keygate.handle(new Request(`http://${host}/health`))).status).toBe(200);
+  });
+});

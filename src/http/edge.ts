@@ -1,5 +1,5 @@
-// The outermost layer of every request: a request id, the body-size guard, the security headers,
-// and one log line (method, path, status, ms; never headers or bodies).
+// The outermost layer of every request: a request id, the body-size guard, the host fix-up, the
+// security headers, and one log line (method, path, status, ms; never headers or bodies).
 import type { Logger } from '../log';
 import { BODY_TOO_LARGE, MAX_BODY_BYTES } from './body';
 import { errorResponse } from './errors';
@@ -12,12 +12,13 @@ export function requestIdOf(request: Request): string | undefined {
   return requestIds.get(request);
 }
 
-export function withRequestLog(
+export function withHttpEdge(
   handle: (request: Request) => Response | Promise<Response>,
   logger: Logger,
 ): (request: Request) => Promise<Response> {
-  return async (request) => {
+  return async (original) => {
     const started = performance.now();
+    const request = withRoutableHost(original);
     const given = request.headers.get('x-request-id');
     const id = given !== null && REQUEST_ID.test(given) ? given : crypto.randomUUID();
     requestIds.set(request, id);
@@ -38,4 +39,16 @@ export function withRequestLog(
     });
     return response;
   };
+}
+
+/**
+ * Elysia finds the path by searching for "/" from a fixed offset (11), which assumes a host of at
+ * least four characters: `Host: x` would route /apikeys/jwt as /jwt. Such requests get a stand-in host.
+ */
+function withRoutableHost(request: Request): Request {
+  const url = request.url;
+  const hostStart = url.indexOf('//') + 2;
+  if (url.indexOf('/', hostStart) >= 11) return request;
+  const path = url.slice(url.indexOf('/', hostStart));
+  return new Request(`${url.slice(0, hostStart)}localhost${path}`, request);
 }
