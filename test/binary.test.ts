@@ -81,6 +81,41 @@ describe('dist/keygate', () => {
     expect(rest).not.toContain(token);
   }, 30_000);
 
+  it('finishes a request in flight when SIGTERM arrives, then exits 0', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'keygate-drain-'));
+    const env = { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', JWT_SECRET: 'x'.repeat(32) };
+    const proc = Bun.spawn([binary], { cwd, env, stdout: 'pipe' });
+    const lines = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+    const { value } = await lines.read();
+    const port = new URL(JSON.parse(new TextDecoder().decode(value).split('\n')[0] as string).url).port;
+    const token = run(['token', '--sub', '1'], cwd, env).stdout;
+    const body = JSON.stringify({ name: 'in flight', level: 1, expiresIn: 60 });
+    let answer = '';
+    const socket = await Bun.connect({
+      hostname: '127.0.0.1',
+      port: Number(port),
+      socket: {
+        data(_, chunk) {
+          answer += new TextDecoder().decode(chunk);
+        },
+      },
+    });
+    socket.write(
+      `POST /apikeys/jwt HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
+    );
+    // Half the body is on its way: give the server a moment to start the request before the signal.
+    await Bun.sleep(150);
+    proc.kill('SIGTERM');
+    for (let chunk = await lines.read(); !chunk.done; chunk = await lines.read()) {
+      if (new TextDecoder().decode(chunk.value).includes('"msg":"stopping"')) break;
+    }
+    socket.write(body.slice(10));
+    expect(await proc.exited).toBe(0);
+    socket.end();
+    expect(answer).toStartWith('HTTP/1.1 201');
+  }, 30_000);
+
   it('prints its version and help', () => {
     const cwd = mkdtempSync(join(tmpdir(), 'keygate-empty-'));
     expect(run(['--version'], cwd).stdout).toBe(pkg.version);
