@@ -36,6 +36,10 @@ export function createApp({ service, store, jwt, logger, basePath, maxExpiresInS
           describeCreateBodyProblem(error.value, error.valueError?.path, maxExpiresInSeconds),
         );
       }
+      // The one path parameter fails validation only when it is not valid percent-encoding.
+      if (error instanceof ValidationError && error.type === 'params') {
+        return errorResponse(400, 'The key id in the path is not valid percent-encoding.');
+      }
       if (code === 'NOT_FOUND') return errorResponse(404, `There is no ${request.method} ${path}.`);
       if (code === 'PARSE') return errorResponse(400, 'The body is not valid JSON.');
       const sqliteCode = (error as { code?: unknown }).code;
