@@ -29,11 +29,37 @@ export async function readJsonBody(request: Request): Promise<unknown> {
     return problem(400, 'The body is not valid UTF-8.');
   }
   if (text.trim() === '') return problem(400, 'The body is empty; send a JSON object.');
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch {
     return problem(400, 'The body is not valid JSON.');
   }
+  // The schema check recurses into the value: thousands of nested arrays overflow the stack there.
+  if (nestingDepth(text) > MAX_JSON_DEPTH) {
+    return problem(400, `The body nests deeper than ${MAX_JSON_DEPTH} levels; send a flat JSON object.`);
+  }
+  return value;
+}
+
+const MAX_JSON_DEPTH = 32;
+
+/** The deepest nesting of arrays and objects in valid JSON text. */
+function nestingDepth(text: string): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // a backslash escapes the next character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) deepest = Math.max(deepest, ++depth);
+    else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return deepest;
 }
 
 /** Throws the problem `readJsonBody` recorded, if any. */
