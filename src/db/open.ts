@@ -23,9 +23,26 @@ export function openDatabase(url: string): Db {
   // FULL: a commit returns only once the WAL is on disk, so an acknowledged write survives a crash.
   client.run('PRAGMA synchronous = FULL');
   client.run('PRAGMA foreign_keys = ON');
+  assertWritable(client);
   const db = drizzle({ client, schema });
   migrate(db);
   return db;
+}
+
+/**
+ * SQLite opens a write-protected file read-only without a word: keygate would start, then fail
+ * every write. A change made and rolled back at once proves the file can be written.
+ */
+function assertWritable(client: Database): void {
+  const { user_version } = client.query('PRAGMA user_version').get() as { user_version: number };
+  client.run('BEGIN IMMEDIATE');
+  try {
+    client.run(`PRAGMA user_version = ${user_version}`);
+  } catch (error) {
+    throw new Error(`the database file is read-only (${(error as Error).message})`);
+  } finally {
+    client.run('ROLLBACK');
+  }
 }
 
 /** Applies every embedded migration not applied yet; running it again is a no-op. */
