@@ -747,13 +747,30 @@ type Sent = {
   request: FuzzRequest;
   caller: Caller | null | undefined;
   deleteId: string | undefined;
-  isApiRoute: boolean;
+  /** What the request turned out to be once the URL was normalised (`/apikeys/./jwt` is a create). */
+  route: 'create' | 'delete' | 'other';
 };
+
+const CREATE_ROUTE = /^\/apikeys\/(jwt|key)$/;
+const DELETE_ROUTE = /^\/apikeys\/([^/]+)\/(jwt|key)$/;
+
+function schemeOf(c: Credential): Scheme | 'either' | 'none' {
+  if (c.kind === 'none') return 'none';
+  if (c.kind === 'token' || c.kind === 'tampered-token') return 'jwt';
+  return c.kind === 'raw-authorization' ? 'either' : 'key';
+}
+
+function safeDecode(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
 
 function buildRequest(world: World, r: FuzzRequest): { request: Request; sent: Sent } | null {
   const headers = new Headers();
   let path: string;
-  let deleteId: string | undefined;
   let defaultMethod: string;
   try {
     if (r.target.kind === 'create') {
@@ -761,13 +778,13 @@ function buildRequest(world: World, r: FuzzRequest): { request: Request; sent: S
       defaultMethod = 'POST';
     } else if (r.target.kind === 'delete') {
       const id = r.target.id;
-      deleteId =
+      const segment =
         id.kind === 'known'
           ? (world.pick(id.ref)?.id ?? NEVER_CREATED)
           : id.kind === 'unknown'
             ? NEVER_CREATED
             : id.segment;
-      path = `/apikeys/${deleteId}/${r.target.scheme}`;
+      path = `/apikeys/${segment}/${r.target.scheme}`;
       defaultMethod = 'DELETE';
     } else {
       path = r.target.path;
@@ -783,8 +800,19 @@ function buildRequest(world: World, r: FuzzRequest): { request: Request; sent: S
       headers,
       body: method === 'GET' || method === 'HEAD' ? undefined : payload,
     });
-    const isApiRoute = r.target.kind !== 'path' && request.method === defaultMethod;
-    return { request, sent: { request: r, caller, deleteId, isApiRoute } };
+    const { pathname } = new URL(request.url);
+    const create = request.method === 'POST' ? CREATE_ROUTE.exec(pathname) : null;
+    const remove = request.method === 'DELETE' ? DELETE_ROUTE.exec(pathname) : null;
+    const route = create ? 'create' : remove ? 'delete' : 'other';
+    const scheme = create?.[1] ?? remove?.[2];
+    // A credential of the other scheme is no credential at all for this route.
+    const credentialScheme = schemeOf(r.credential);
+    const callerHere = credentialScheme === scheme || credentialScheme === 'either' ? caller : undefined;
+    const deleteId = remove ? safeDecode(remove[1] as string) : undefined;
+    return {
+      request,
+      sent: { request: r, caller: route === 'other' ? caller : callerHere, deleteId, route },
+    };
   } catch {
     // Header values or methods the Fetch API refuses to build cannot arrive over HTTP either.
     return null;
@@ -858,13 +886,12 @@ async function checkResponse(world: World, sent: Sent, response: Response, burst
   }
   if (exposed.includes(FUZZ_JWT_SECRET)) v('response carries the JWT secret');
 
-  if (status >= 200 && status < 300 && sent.isApiRoute && !sent.caller)
+  if (status >= 200 && status < 300 && sent.route !== 'other' && !sent.caller)
     v(`status ${status} for a credential that must not authenticate`);
   if (status === 409 && !sent.caller) v('409 for a credential that must not authenticate');
 
   if (status === 201) {
-    if (!sent.isApiRoute || sent.request.target.kind !== 'create')
-      v('201 from something other than a create');
+    if (sent.route !== 'create') v('201 from something other than a create');
     if (!created) return;
     if (!KEY_ID.test(created.id)) v(`created key id "${created.id}" is not of the key format`);
     if (!/^[A-Za-z0-9_-]{43,}$/.test(created.secret)) v('created secret is not 43+ URL-safe characters');
@@ -891,7 +918,7 @@ async function checkResponse(world: World, sent: Sent, response: Response, burst
   if (status === 204) {
     if (text !== '') v('204 with a body');
     const key = world.known.find((k) => k.id === sent.deleteId);
-    if (!sent.isApiRoute || sent.request.target.kind !== 'delete' || !key) v('204 for no known key');
+    if (sent.route !== 'delete' || !key) v('204 for no known key');
     else if (key.deleted) v(`204 for ${key.id}, already deleted`);
     else if (key.expiresAt <= world.time.now) v(`204 for expired key ${key.id}`);
     else if (sent.caller && (key.userId !== sent.caller.userId || key.level > sent.caller.level))
