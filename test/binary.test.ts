@@ -116,6 +116,20 @@ describe('dist/keygate', () => {
     expect(answer).toStartWith('HTTP/1.1 201');
   }, 30_000);
 
+  it('refuses to start on a port another keygate already serves (exit 2, one line)', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'keygate-port-'));
+    const env = { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', JWT_SECRET: 'x'.repeat(32) };
+    const first = Bun.spawn([binary], { cwd, env, stdout: 'pipe' });
+    const { value } = await (first.stdout as ReadableStream<Uint8Array>).getReader().read();
+    const port = new URL(JSON.parse(new TextDecoder().decode(value).split('\n')[0] as string).url).port;
+    const second = run(['serve', '--database-url', join(cwd, 'other.db')], cwd, { ...env, PORT: port });
+    first.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    expect(second.code).toBe(2);
+    expect(second.stderr.split('\n')).toHaveLength(1);
+    expect(second.stderr).toContain(port);
+  }, 30_000);
+
   it('prints its version and help', () => {
     const cwd = mkdtempSync(join(tmpdir(), 'keygate-empty-'));
     expect(run(['--version'], cwd).stdout).toBe(pkg.version);
