@@ -747,12 +747,15 @@ type Sent = {
   request: FuzzRequest;
   caller: Caller | null | undefined;
   deleteId: string | undefined;
-  /** What the request turned out to be once the URL was normalised (`/apikeys/./jwt` is a create). */
+  /**
+ * What the request turned out to be once the URL was normalised (`/apikeys/./jwt` is a create).
+ * Elysia's default (strictPath: false) also routes a trailing slash to the same handler.
+ */
   route: 'create' | 'delete' | 'other';
 };
 
-const CREATE_ROUTE = /^\/apikeys\/(jwt|key)$/;
-const DELETE_ROUTE = /^\/apikeys\/([^/]+)\/(jwt|key)$/;
+const CREATE_ROUTE = /^\/apikeys\/(jwt|key)\/?$/;
+const DELETE_ROUTE = /^\/apikeys\/([^/]+)\/(jwt|key)\/?$/;
 
 function schemeOf(c: Credential): Scheme | 'either' | 'none' {
   if (c.kind === 'none') return 'none';
