@@ -1,0 +1,118 @@
+// The disk fills up: writes answer 503 in the error shape, key authentication keeps working, and
+// writes succeed again once space returns, with nothing acknowledged lost. Needs root to mount a
+// small tmpfs as the data directory; skipped, with the reason, otherwise.
+import { afterAll, describe, expect, it } from 'bun:test';
+import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hashSecret } from '../../src/auth/secrets';
+import { loadConfig } from '../../src/config';
+import { createKeygate } from '../../src/keygate';
+import { createLogger } from '../../src/log';
+
+const JWT_SECRET = 'disk-full-tests-secret-at-least-32-bytes!';
+const dir = mkdtempSync(join(tmpdir(), 'keygate-full-'));
+const mountPoint = join(dir, 'data');
+mkdirSync(mountPoint);
+
+function tryMount(): string | null {
+  if (process.getuid?.() !== 0) return 'not root: cannot mount a small tmpfs';
+  const mount = Bun.spawnSync(['mount', '-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', mountPoint], {
+    stderr: 'pipe',
+  });
+  return mount.exitCode === 0 ? null : `mount failed: ${mount.stderr.toString().trim()}`;
+}
+const cannotMount = tryMount();
+if (cannotMount) console.warn(`disk-full tests skipped: ${cannotMount}`);
+
+afterAll(() => {
+  // Lazy as a fallback: never leave the mount behind, even if something still holds a file there.
+  if (!cannotMount && Bun.spawnSync(['umount', mountPoint]).exitCode !== 0) {
+    Bun.spawnSync(['umount', '-l', mountPoint]);
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Writes zeros until the file system refuses; returns the filler's path. */
+function fillDisk(): string {
+  const filler = join(mountPoint, 'filler');
+  const fd = openSync(filler, 'w');
+  const chunk = new Uint8Array(16 * 1024);
+  try {
+    for (let i = 0; i < 10_000; i++) writeSync(fd, chunk);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
+  } finally {
+    closeSync(fd);
+  }
+  return filler;
+}
+
+describe.skipIf(cannotMount !== null)('a full disk', () => {
+  it('writes answer 503, authentication goes on, writes resume when space returns', async () => {
+    const keygate = createKeygate(loadConfig({ DATABASE_URL: join(mountPoint, 'keygate.db'), JWT_SECRET }), {
+      jwtSecret: JWT_SECRET,
+      logger: createLogger('silent'),
+    });
+    try {
+      const bearer = { authorization: `Bearer ${await keygate.jwt.sign({ sub: 9, ttlSeconds: 600 })}` };
+      const send = (path: string, headers: Record<string, string>, body: unknown) =>
+        keygate.handle(
+          new Request(`http://localhost${path}`, {
+            method: 'POST',
+            headers: { ...headers, 'content-type': 'application/json' },
+            body: JSON.stringify(body),
+          }),
+        );
+      const create = () => send('/apikeys/jwt', bearer, { name: 'x'.repeat(128), level: 1, expiresIn: 600 });
+      const acknowledged: Array<{ key: string; secret: string }> = [];
+      const first = await create();
+      expect(first.status).toBe(201);
+      acknowledged.push((await first.json()).apikey);
+
+      const filler = fillDisk();
+      // The WAL may still have room for a few commits; keep writing until one is refused.
+      let refused: Response | undefined;
+      for (let i = 0; i < 5000 && !refused; i++) {
+        const response = await create();
+        if (response.status === 201) acknowledged.push((await response.json()).apikey);
+        else refused = response;
+      }
+      expect(refused?.status).toBe(503);
+      expect(refused?.headers.get('content-type')).toBe('application/json');
+      expect(await refused?.json()).toEqual({ result: 'error', error: expect.any(String) });
+
+      // Authentication only reads: a valid key is recognised, a wrong secret refused.
+      const [known] = acknowledged as [{ key: string; secret: string }];
+      const basic = (secret: string) => ({
+        authorization: `Basic ${Buffer.from(`${known.key}:${secret}`).toString('base64')}`,
+      });
+      const authenticated = await send('/apikeys/key', basic(known.secret), {
+        name: 'x',
+        level: 8,
+        expiresIn: 60,
+      });
+      expect(authenticated.status).toBe(403);
+      expect((await authenticated.json()).error).toStartWith('You may create keys up to level 1');
+      expect((await send('/apikeys/key', basic(`${known.secret}x`), {})).status).toBe(403);
+
+      rmSync(filler);
+      const resumed = await create();
+      expect(resumed.status).toBe(201);
+      acknowledged.push((await resumed.json()).apikey);
+
+      const find = keygate.db.$client.query('SELECT secret_hash AS hash FROM api_keys WHERE id = ?');
+      for (const k of acknowledged) {
+        const row = find.get(k.key) as { hash: Uint8Array } | null;
+        expect(row && Buffer.from(row.hash).equals(hashSecret(k.secret))).toBe(true);
+      }
+      find.finalize();
+      const integrity = keygate.db.$client.query('PRAGMA integrity_check').get() as {
+        integrity_check: string;
+      };
+      expect(integrity.integrity_check).toBe('ok');
+    } finally {
+      await keygate.close();
+    }
+  }, 20_000);
+});

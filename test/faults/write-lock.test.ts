@@ -1,0 +1,91 @@
+// Another process holds SQLite's write lock: writes wait busy_timeout, then answer 503 in the error
+// shape; reads (key authentication) go on; the service recovers by itself once the lock is released,
+// and nothing acknowledged is lost. (A second connection stands in for the other process.)
+
+import { Database } from 'bun:sqlite';
+import { afterAll, beforeAll, expect, it } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hashSecret } from '../../src/auth/secrets';
+import { loadConfig } from '../../src/config';
+import { BUSY_TIMEOUT_MS } from '../../src/db/open';
+import { createKeygate } from '../../src/keygate';
+import { createLogger } from '../../src/log';
+
+const JWT_SECRET = 'write-lock-tests-secret-at-least-32-bytes';
+const dir = mkdtempSync(join(tmpdir(), 'keygate-lock-'));
+const path = join(dir, 'keygate.db');
+const keygate = createKeygate(loadConfig({ DATABASE_URL: path, JWT_SECRET }), {
+  jwtSecret: JWT_SECRET,
+  logger: createLogger('silent'),
+});
+let bearer: Record<string, string>;
+beforeAll(async () => {
+  bearer = { authorization: `Bearer ${await keygate.jwt.sign({ sub: 7, ttlSeconds: 600 })}` };
+});
+afterAll(async () => {
+  await keygate.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const send = (method: string, path: string, headers: Record<string, string>, body?: unknown) =>
+  keygate.handle(
+    new Request(`http://localhost${path}`, {
+      method,
+      headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    }),
+  );
+const create = (headers = bearer, level = 1, scheme = 'jwt') =>
+  send('POST', `/apikeys/${scheme}`, headers, { name: 'lock', level, expiresIn: 600 });
+const basic = (key: string, secret: string) => ({
+  authorization: `Basic ${Buffer.from(`${key}:${secret}`).toString('base64')}`,
+});
+
+it('writes answer 503 after busy_timeout while another connection holds the lock, reads go on, and it recovers', async () => {
+  const acknowledged = (await (await create()).json()).apikey as { key: string; secret: string };
+  const victim = (await (await create()).json()).apikey as { key: string; secret: string };
+
+  const other = new Database(path);
+  other.run('BEGIN EXCLUSIVE');
+  try {
+    // A create and a delete in the same turn share one commit, and so one wait for the lock.
+    const started = performance.now();
+    const [created, deleted] = await Promise.all([
+      create(),
+      send('DELETE', `/apikeys/${victim.key}/jwt`, bearer),
+    ]);
+    const waited = performance.now() - started;
+    for (const response of [created, deleted]) {
+      expect(response.status).toBe(503);
+      expect(response.headers.get('content-type')).toBe('application/json');
+      expect(response.headers.get('retry-after')).toBe('1');
+      expect(await response.json()).toEqual({ result: 'error', error: expect.stringContaining('database') });
+    }
+    expect(waited).toBeGreaterThanOrEqual(BUSY_TIMEOUT_MS * 0.9);
+
+    // Authentication only reads: a valid key is recognised (403 for the level, not for the secret),
+    // a wrong secret is refused, and /health answers.
+    const authenticated = await create(basic(acknowledged.key, acknowledged.secret), 8, 'key');
+    expect(authenticated.status).toBe(403);
+    expect((await authenticated.json()).error).toStartWith('You may create keys up to level 1');
+    const wrong = await send('POST', '/apikeys/key', basic(acknowledged.key, `${acknowledged.secret}x`), {});
+    expect(wrong.status).toBe(403);
+    expect((await send('GET', '/health', {})).status).toBe(200);
+  } finally {
+    other.run('ROLLBACK');
+    other.close();
+  }
+
+  // Released: writes succeed again without a restart; the refused delete did not happen.
+  expect((await create()).status).toBe(201);
+  expect((await send('DELETE', `/apikeys/${victim.key}/jwt`, bearer)).status).toBe(204);
+  const rows = keygate.db.$client.query('SELECT id, secret_hash AS hash FROM api_keys').all() as Array<{
+    id: string;
+    hash: Uint8Array;
+  }>;
+  expect(rows).toHaveLength(2);
+  const first = rows.find((row) => row.id === acknowledged.key);
+  expect(first && Buffer.from(first.hash).equals(hashSecret(acknowledged.secret))).toBe(true);
+}, 15_000);
