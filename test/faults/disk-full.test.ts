@@ -10,6 +10,8 @@ import { loadConfig } from '../../src/config';
 import { createKeygate } from '../../src/keygate';
 import { createLogger } from '../../src/log';
 
+type Created = { apikey: { key: string; secret: string } };
+
 const JWT_SECRET = 'disk-full-tests-secret-at-least-32-bytes!';
 const dir = mkdtempSync(join(tmpdir(), 'keygate-full-'));
 const mountPoint = join(dir, 'data');
@@ -68,14 +70,14 @@ describe.skipIf(cannotMount !== null)('a full disk', () => {
       const acknowledged: Array<{ key: string; secret: string }> = [];
       const first = await create();
       expect(first.status).toBe(201);
-      acknowledged.push((await first.json()).apikey);
+      acknowledged.push(((await first.json()) as Created).apikey);
 
       const filler = fillDisk();
       // The WAL may still have room for a few commits; keep writing until one is refused.
       let refused: Response | undefined;
       for (let i = 0; i < 5000 && !refused; i++) {
         const response = await create();
-        if (response.status === 201) acknowledged.push((await response.json()).apikey);
+        if (response.status === 201) acknowledged.push(((await response.json()) as Created).apikey);
         else refused = response;
       }
       expect(refused?.status).toBe(503);
@@ -93,13 +95,15 @@ describe.skipIf(cannotMount !== null)('a full disk', () => {
         expiresIn: 60,
       });
       expect(authenticated.status).toBe(403);
-      expect((await authenticated.json()).error).toStartWith('You may create keys up to level 1');
+      expect(((await authenticated.json()) as { error: string }).error).toStartWith(
+        'You may create keys up to level 1',
+      );
       expect((await send('/apikeys/key', basic(`${known.secret}x`), {})).status).toBe(403);
 
       rmSync(filler);
       const resumed = await create();
       expect(resumed.status).toBe(201);
-      acknowledged.push((await resumed.json()).apikey);
+      acknowledged.push(((await resumed.json()) as Created).apikey);
 
       const find = keygate.db.$client.query('SELECT secret_hash AS hash FROM api_keys WHERE id = ?');
       for (const k of acknowledged) {

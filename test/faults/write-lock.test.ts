@@ -13,6 +13,8 @@ import { BUSY_TIMEOUT_MS } from '../../src/db/open';
 import { createKeygate } from '../../src/keygate';
 import { createLogger } from '../../src/log';
 
+type Created = { apikey: { key: string; secret: string } };
+
 const JWT_SECRET = 'write-lock-tests-secret-at-least-32-bytes';
 const dir = mkdtempSync(join(tmpdir(), 'keygate-lock-'));
 const path = join(dir, 'keygate.db');
@@ -44,8 +46,8 @@ const basic = (key: string, secret: string) => ({
 });
 
 it('writes answer 503 after busy_timeout while another connection holds the lock, reads go on, and it recovers', async () => {
-  const acknowledged = (await (await create()).json()).apikey as { key: string; secret: string };
-  const victim = (await (await create()).json()).apikey as { key: string; secret: string };
+  const acknowledged = ((await (await create()).json()) as Created).apikey;
+  const victim = ((await (await create()).json()) as Created).apikey;
 
   const other = new Database(path);
   other.run('BEGIN EXCLUSIVE');
@@ -69,7 +71,9 @@ it('writes answer 503 after busy_timeout while another connection holds the lock
     // a wrong secret is refused, and /health answers.
     const authenticated = await create(basic(acknowledged.key, acknowledged.secret), 8, 'key');
     expect(authenticated.status).toBe(403);
-    expect((await authenticated.json()).error).toStartWith('You may create keys up to level 1');
+    expect(((await authenticated.json()) as { error: string }).error).toStartWith(
+      'You may create keys up to level 1',
+    );
     const wrong = await send('POST', '/apikeys/key', basic(acknowledged.key, `${acknowledged.secret}x`), {});
     expect(wrong.status).toBe(403);
     expect((await send('GET', '/health', {})).status).toBe(200);
