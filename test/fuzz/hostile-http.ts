@@ -748,9 +748,9 @@ type Sent = {
   caller: Caller | null | undefined;
   deleteId: string | undefined;
   /**
- * What the request turned out to be once the URL was normalised (`/apikeys/./jwt` is a create).
- * Elysia's default (strictPath: false) also routes a trailing slash to the same handler.
- */
+   * What the request turned out to be once the URL was normalised (`/apikeys/./jwt` is a create).
+   * Elysia's default (strictPath: false) also routes a trailing slash to the same handler.
+   */
   route: 'create' | 'delete' | 'other';
 };
 
