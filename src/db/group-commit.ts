@@ -2,6 +2,10 @@
 // one fsync. Each job runs in a savepoint of its own, so one failing job rolls back alone.
 import type { Database } from 'bun:sqlite';
 
+/** How long writes wait for another connection's write lock before they fail with SQLITE_BUSY (503). */
+export const WRITE_LOCK_WAIT_MS = 2000;
+const LOCK_RETRY_MS = 20;
+
 type Job = {
   run: () => unknown;
   resolve: (value: unknown) => void;
@@ -12,6 +16,8 @@ export class GroupCommitWriter {
   private queue: Job[] = [];
   private scheduled = false;
   private idleWaiters: Array<() => void> = [];
+  /** When the current wait for another connection's write lock began. */
+  private lockWaitStarted: number | undefined;
 
   constructor(private readonly client: Database) {}
 
@@ -34,27 +40,54 @@ export class GroupCommitWriter {
   }
 
   private flush(): void {
+    this.scheduled = false;
+    try {
+      this.client.run('BEGIN IMMEDIATE');
+    } catch (error) {
+      this.lockRefused(error);
+      return;
+    }
+    this.lockWaitStarted = undefined;
     const jobs = this.queue;
     this.queue = [];
-    this.scheduled = false;
-    const outcomes = this.commit(jobs);
+    this.settle(jobs, this.commit(jobs));
+  }
+
+  /**
+   * Another connection holds the write lock. Waiting in SQLite's busy handler would block the event
+   * loop (bun:sqlite is synchronous), so wait here with timers and let other requests run meanwhile.
+   */
+  private lockRefused(error: unknown): void {
+    const now = performance.now();
+    this.lockWaitStarted ??= now;
+    if (isBusy(error) && now - this.lockWaitStarted < WRITE_LOCK_WAIT_MS) {
+      this.scheduled = true;
+      setTimeout(() => this.flush(), LOCK_RETRY_MS);
+      return;
+    }
+    this.lockWaitStarted = undefined;
+    const jobs = this.queue;
+    this.queue = [];
+    this.settle(
+      jobs,
+      jobs.map(() => ({ ok: false, error })),
+    );
+  }
+
+  private settle(jobs: Job[], outcomes: Outcome[]): void {
     for (let i = 0; i < jobs.length; i++) {
       const job = jobs[i] as Job;
       const outcome = outcomes[i] as Outcome;
       if (outcome.ok) job.resolve(outcome.value);
       else job.reject(outcome.error);
     }
-    if (this.queue.length === 0) {
+    if (this.queue.length === 0 && !this.scheduled) {
       for (const wake of this.idleWaiters.splice(0)) wake();
     }
   }
 
+  /** Runs the jobs in the transaction BEGIN IMMEDIATE opened, then commits it. */
   private commit(jobs: Job[]): Outcome[] {
-    try {
-      this.client.run('BEGIN IMMEDIATE');
-    } catch (error) {
-      return jobs.map(() => ({ ok: false, error }));
-    }
     const outcomes: Outcome[] = jobs.map((job) => {
       this.client.run('SAVEPOINT job');
       try {
@@ -79,3 +112,8 @@ export class GroupCommitWriter {
 }
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+}

@@ -11,14 +11,21 @@ export type Db = BunSQLiteDatabase<typeof schema> & { $client: Database };
 
 const MIGRATIONS: MigrationMeta[] = embeddedMigrations();
 
-/** How long a statement waits for another process's write lock before it gives up with SQLITE_BUSY. */
-export const BUSY_TIMEOUT_MS = 2000;
+/** At start (pragmas, migrations) a statement may wait this long for another process's lock. */
+export const STARTUP_BUSY_TIMEOUT_MS = 2000;
+
+/**
+ * While serving, the longest a statement waits for a lock inside SQLite. bun:sqlite is synchronous,
+ * so such a wait stops every other request; writes wait for the write lock off the event loop
+ * instead (GroupCommitWriter retries, up to WRITE_LOCK_WAIT_MS).
+ */
+export const BUSY_TIMEOUT_MS = 5;
 
 export function openDatabase(url: string): Db {
   if (url !== ':memory:') mkdirSync(dirname(url), { recursive: true });
   const client = new Database(url, { create: true, strict: true });
   // busy_timeout first: the pragmas below may themselves need a lock another process holds.
-  client.run(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  client.run(`PRAGMA busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
   client.run('PRAGMA journal_mode = WAL');
   // FULL: a commit returns only once the WAL is on disk, so an acknowledged write survives a crash.
   client.run('PRAGMA synchronous = FULL');
@@ -26,6 +33,7 @@ export function openDatabase(url: string): Db {
   assertWritable(client);
   const db = drizzle({ client, schema });
   migrate(db);
+  client.run(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
   return db;
 }
 

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hashSecret } from '../../src/auth/secrets';
 import { loadConfig } from '../../src/config';
-import { BUSY_TIMEOUT_MS } from '../../src/db/open';
+import { WRITE_LOCK_WAIT_MS } from '../../src/db/group-commit';
 import { createKeygate } from '../../src/keygate';
 import { createLogger } from '../../src/log';
 
@@ -65,7 +65,7 @@ it('writes answer 503 after busy_timeout while another connection holds the lock
       expect(response.headers.get('retry-after')).toBe('1');
       expect(await response.json()).toEqual({ result: 'error', error: expect.stringContaining('database') });
     }
-    expect(waited).toBeGreaterThanOrEqual(BUSY_TIMEOUT_MS * 0.9);
+    expect(waited).toBeGreaterThanOrEqual(WRITE_LOCK_WAIT_MS * 0.9);
 
     // Authentication only reads: a valid key is recognised (403 for the level, not for the secret),
     // a wrong secret is refused, and /health answers.
@@ -92,4 +92,26 @@ it('writes answer 503 after busy_timeout while another connection holds the lock
   expect(rows).toHaveLength(2);
   const first = rows.find((row) => row.id === acknowledged.key);
   expect(first && Buffer.from(first.hash).equals(hashSecret(acknowledged.secret))).toBe(true);
+}, 15_000);
+
+it('a write waiting for the lock does not stop other requests, and succeeds once the lock is released', async () => {
+  const other = new Database(path);
+  other.run('BEGIN EXCLUSIVE');
+  const order: string[] = [];
+  const write = create().then((response) => {
+    order.push('write');
+    return response;
+  });
+  // Sent while the write waits; the lock is released only once this has been answered.
+  const health = Bun.sleep(50)
+    .then(() => send('GET', '/health', {}))
+    .then((response) => {
+      order.push('health');
+      other.run('ROLLBACK');
+      other.close();
+      return response;
+    });
+  expect((await health).status).toBe(200);
+  expect((await write).status).toBe(201);
+  expect(order).toEqual(['health', 'write']);
 }, 15_000);
