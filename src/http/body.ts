@@ -7,13 +7,15 @@ export const MAX_BODY_BYTES = 16 * 1024;
 const JSON_CONTENT_TYPE = /^application\/json[ \t]*(;|$)/i;
 const problems = new WeakSet<object>();
 
-function problem(status: number, message: string): HttpError {
-  const error = new HttpError(status, message);
+function problem(status: number, message: string, headers?: Record<string, string>): HttpError {
+  const error = new HttpError(status, message, headers);
   problems.add(error);
   return error;
 }
 
 export const BODY_TOO_LARGE = `The body is larger than ${MAX_BODY_BYTES} bytes.`;
+/** Sent with a 413: the rest of that body is never read, so Bun closes the connection instead. */
+export const CLOSE = { connection: 'close' };
 
 /** The parsed JSON value, or a recorded problem for `raiseBodyProblem` to throw later. */
 export async function readJsonBody(request: Request): Promise<unknown> {
@@ -21,7 +23,7 @@ export async function readJsonBody(request: Request): Promise<unknown> {
     return problem(400, 'The Content-Type must be application/json.');
   }
   const bytes = await readLimited(request);
-  if (bytes === null) return problem(413, BODY_TOO_LARGE);
+  if (bytes === null) return problem(413, BODY_TOO_LARGE, CLOSE);
   let text: string;
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);

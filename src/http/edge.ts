@@ -1,7 +1,7 @@
 // The outermost layer of every request: a request id, the body-size guard, the host fix-up, the
 // security headers, and one log line (method, path, status, ms; never headers or bodies).
 import type { Logger } from '../log';
-import { BODY_TOO_LARGE, MAX_BODY_BYTES } from './body';
+import { BODY_TOO_LARGE, CLOSE, MAX_BODY_BYTES } from './body';
 import { errorResponse } from './errors';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
@@ -24,7 +24,8 @@ export function withHttpEdge(
     requestIds.set(request, id);
     const length = Number(request.headers.get('content-length') ?? 0);
     // Refused before reading a byte of it (and before authentication): the declared size says enough.
-    const response = length > MAX_BODY_BYTES ? errorResponse(413, BODY_TOO_LARGE) : await handle(request);
+    const response =
+      length > MAX_BODY_BYTES ? errorResponse(413, BODY_TOO_LARGE, CLOSE) : await handle(request);
     response.headers.set('x-request-id', id);
     response.headers.set('x-content-type-options', 'nosniff');
     const url = request.url;

@@ -1,0 +1,70 @@
+// What only a real listening server shows: bodies over Bun's transport limit, and the headers Bun adds.
+import { afterAll, beforeAll, expect, it } from 'bun:test';
+import { createJwtAuthority } from '../../src/auth/jwt';
+import { loadConfig } from '../../src/config';
+import { createLogger } from '../../src/log';
+import { type RunningServer, serve } from '../../src/serve';
+
+const JWT_SECRET = 'transport-tests-secret-at-least-32-bytes';
+let server: RunningServer;
+let bearer: string;
+beforeAll(async () => {
+  const config = loadConfig({ DATABASE_URL: ':memory:', HOST: '127.0.0.1', PORT: '0' });
+  server = serve(config, { jwtSecret: JWT_SECRET, logger: createLogger('silent') });
+  const jwt = createJwtAuthority({ secret: JWT_SECRET, clock: () => Date.now() });
+  bearer = `Bearer ${await jwt.sign({ sub: 1, ttlSeconds: 600 })}`;
+});
+afterAll(() => server.stop());
+
+const url = (path: string) => new URL(path.slice(1), server.url).href;
+
+it.each([
+  ['just over 16 KiB', 16 * 1024 + 1],
+  ['over a mebibyte', 2 * 1024 * 1024],
+])('a body %s is a JSON 413 that closes the connection', async (_, size) => {
+  const response = await fetch(url('/apikeys/jwt'), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: new Uint8Array(size),
+  });
+  expect(response.status).toBe(413);
+  expect(response.headers.get('content-type')).toBe('application/json');
+  expect(response.headers.get('x-content-type-options')).toBe('nosniff');
+  expect(response.headers.get('connection')).toBe('close');
+  expect(await response.json()).toEqual({ result: 'error', error: expect.stringContaining('16384') });
+});
+
+it('a chunked body that grows past 16 KiB is a JSON 413 that closes the connection', async () => {
+  const chunks = new ReadableStream<Uint8Array>({
+    start(controller) {
+      for (let i = 0; i < 40; i++) controller.enqueue(new Uint8Array(1024).fill(32));
+      controller.close();
+    },
+  });
+  const response = await fetch(url('/apikeys/jwt'), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: bearer },
+    body: chunks,
+  });
+  expect(response.status).toBe(413);
+  expect(response.headers.get('content-type')).toBe('application/json');
+  expect(response.headers.get('connection')).toBe('close');
+  expect(await response.json()).toEqual({ result: 'error', error: expect.stringContaining('16384') });
+});
+
+it('names no framework or server on the wire, and sends nosniff on every answer', async () => {
+  for (const [method, path] of [
+    ['GET', '/health'],
+    ['GET', '/missing'],
+    ['POST', '/apikeys/jwt'],
+    ['DELETE', '/apikeys/kg_0000000000000000000000/key'],
+    ['GET', '/openapi'],
+  ] as const) {
+    const response = await fetch(url(path), { method });
+    await response.arrayBuffer();
+    expect(response.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(response.headers.get('server')).toBeNull();
+    expect(response.headers.get('x-powered-by')).toBeNull();
+    for (const [, value] of response.headers) expect(value.toLowerCase()).not.toMatch(/elysia|bun/);
+  }
+});
