@@ -44,12 +44,17 @@ export function withHttpEdge(
 
 /**
  * Elysia finds the path by searching for "/" from a fixed offset (11), which assumes a host of at
- * least four characters: `Host: x` would route /apikeys/jwt as /jwt. Such requests get a stand-in host.
+ * least four characters: `Host: x` would route /apikeys/jwt as /jwt. Such requests, and those with no
+ * host at all, get a stand-in host.
  */
 function withRoutableHost(request: Request): Request {
   const url = request.url;
-  const hostStart = url.indexOf('//') + 2;
-  if (url.indexOf('/', hostStart) >= 11) return request;
-  const path = url.slice(url.indexOf('/', hostStart));
-  return new Request(`${url.slice(0, hostStart)}localhost${path}`, request);
+  // Without a Host (HTTP/1.0, or an empty Host header) Bun gives the bare path as the URL.
+  const schemeEnd = url.indexOf('//');
+  const hostStart = schemeEnd === -1 ? 0 : schemeEnd + 2;
+  const pathStart = url.indexOf('/', hostStart);
+  if (schemeEnd !== -1 && pathStart >= 11) return request;
+  const path = pathStart === -1 ? '/' : url.slice(pathStart);
+  const scheme = schemeEnd === -1 ? 'http://' : url.slice(0, hostStart);
+  return new Request(`${scheme}localhost${path}`, request);
 }

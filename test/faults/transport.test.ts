@@ -68,3 +68,35 @@ it('names no framework or server on the wire, and sends nosniff on every answer'
     for (const [, value] of response.headers) expect(value.toLowerCase()).not.toMatch(/elysia|bun/);
   }
 });
+
+/** Sends raw bytes and returns the status line and body of the answer. */
+async function rawRequest(bytes: string): Promise<{ statusLine: string; body: string }> {
+  let received = '';
+  const { promise: closed, resolve } = Promise.withResolvers<void>();
+  const socket = await Bun.connect({
+    hostname: '127.0.0.1',
+    port: Number(server.url.port),
+    socket: {
+      data(_socket, chunk) {
+        received += new TextDecoder().decode(chunk);
+      },
+      close: () => resolve(),
+      error: () => resolve(),
+    },
+  });
+  socket.write(bytes);
+  await Promise.race([closed, Bun.sleep(2000)]);
+  socket.end();
+  const [head = '', body = ''] = received.split('\r\n\r\n');
+  return { statusLine: head.split('\r\n')[0] ?? '', body };
+}
+
+it.each([
+  ['HTTP/1.0 without Host', 'GET /health HTTP/1.0\r\n\r\n', 200],
+  ['HTTP/1.1 with an empty Host', 'GET /health HTTP/1.1\r\nHost:\r\nConnection: close\r\n\r\n', 200],
+  ['HTTP/1.0 create without Host', 'POST /apikeys/jwt HTTP/1.0\r\nContent-Length: 0\r\n\r\n', 401],
+])('routes a request that carries no host: %s', async (_, bytes, status) => {
+  const { statusLine, body } = await rawRequest(bytes);
+  expect(statusLine).toStartWith(`HTTP/1.1 ${status} `);
+  expect(body).not.toContain('There is no');
+});
