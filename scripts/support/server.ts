@@ -8,7 +8,8 @@ import type { Subprocess } from 'bun';
 import { createJwtAuthority } from '../../src/auth/jwt';
 
 export const SCRIPT_JWT_SECRET = 'fault-scripts-secret-at-least-32-bytes-long';
-export const BINARY = resolve(import.meta.dir, '..', '..', 'dist', 'keygate');
+/** dist/keygate, or KEYGATE_BINARY (e.g. a build of the working tree kept apart from a running bench). */
+export const BINARY = process.env.KEYGATE_BINARY ?? resolve(import.meta.dir, '..', '..', 'dist', 'keygate');
 
 const started = new Set<Subprocess>();
 process.on('exit', () => {
