@@ -1,0 +1,17 @@
+-- Shared by every bench script: one JSON line for bench/run.ts when wrk is done, and a file reader.
+function read_lines(path)
+  local lines = {}
+  for line in io.lines(path) do
+    if line ~= "" then lines[#lines + 1] = line end
+  end
+  return lines
+end
+
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'BENCH_JSON {"requests":%d,"duration_us":%d,"non2xx":%d,"socket_errors":%d,' ..
+    '"p50_us":%d,"p99_us":%d,"max_us":%d,"mean_us":%.1f}\n',
+    summary.requests, summary.duration, e.status, e.connect + e.read + e.write + e.timeout,
+    latency:percentile(50), latency:percentile(99), latency.max, latency.mean))
+end

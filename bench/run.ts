@@ -1,0 +1,784 @@
+// The load benchmark (`bun run bench`): builds dist/keygate, runs it pinned to CPU 0 beside a bare
+// Elysia "ceiling" on the same core, drives both with wrk pinned to CPU 1, and writes bench/RESULTS.md.
+// Every keygate run sits between two ceiling-POST runs of the same round; its ratio is to their mean.
+// Options: --duration S --warmup S --rounds N --connections N --users N --seed N --purge
+//          --log-level L --no-build (each also BENCH_DURATION, BENCH_ROUNDS, ... in the environment).
+
+import { randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import type { Subprocess } from 'bun';
+import { createJwtAuthority } from '../src/auth/jwt';
+import { systemClock } from '../src/clock';
+import { seedKeys } from './seed';
+
+const ROOT = join(import.meta.dir, '..');
+const BENCH = import.meta.dir;
+const LUA = join(BENCH, 'lua');
+const BUILT_BINARY = join(ROOT, 'dist', 'keygate');
+// The run uses its own copy, so a rebuild by someone else mid-run cannot change what is measured.
+let BINARY = BUILT_BINARY;
+const RESULTS_FILE = join(BENCH, 'RESULTS.md');
+const HISTORY_HEADING = '## History';
+const SERVER_CPU = '0';
+const LOAD_CPU = '1';
+const DAY_MS = 86_400_000;
+
+type Options = {
+  duration: number;
+  warmup: number;
+  rounds: number;
+  connections: number;
+  users: number;
+  seed: number;
+  purge: boolean;
+  logLevel: string;
+  build: boolean;
+  startups: number;
+  /** Only the cases whose name contains one of these (comma-separated); empty: all. */
+  cases: string[];
+};
+
+function parseOptions(argv: string[]): Options {
+  const env = (name: string, fallback: string) => process.env[`BENCH_${name}`] || fallback;
+  const options: Options = {
+    duration: Number(env('DURATION', '4')),
+    warmup: Number(env('WARMUP', '1')),
+    rounds: Number(env('ROUNDS', '3')),
+    connections: Number(env('CONNECTIONS', '64')),
+    users: Number(env('USERS', '1000')),
+    seed: Number(env('SEED', '0')),
+    purge: env('PURGE', '') === '1',
+    logLevel: env('LOG_LEVEL', 'info'),
+    build: env('BUILD', '1') !== '0',
+    startups: Number(env('STARTUPS', '20')),
+    cases: env('CASES', '').split(',').filter(Boolean),
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    const value = () => {
+      const next = argv[++i];
+      if (next === undefined) throw new Error(`${arg} needs a value`);
+      return next;
+    };
+    if (arg === '--purge') options.purge = true;
+    else if (arg === '--no-build') options.build = false;
+    else if (arg === '--duration') options.duration = Number(value());
+    else if (arg === '--warmup') options.warmup = Number(value());
+    else if (arg === '--rounds') options.rounds = Number(value());
+    else if (arg === '--connections') options.connections = Number(value());
+    else if (arg === '--users') options.users = Number(value());
+    else if (arg === '--seed') options.seed = Number(value());
+    else if (arg === '--startups') options.startups = Number(value());
+    else if (arg === '--log-level') options.logLevel = value();
+    else if (arg === '--cases') options.cases = value().split(',').filter(Boolean);
+    else throw new Error(`unknown option ${arg}`);
+  }
+  for (const [name, number] of Object.entries(options)) {
+    if (typeof number === 'number' && !(Number.isInteger(number) && number >= 0 && number <= 100_000_000)) {
+      throw new Error(`--${name} must be a whole number`);
+    }
+  }
+  if (options.duration < 1 || options.rounds < 1 || options.users < 1 || options.connections < 1) {
+    throw new Error('--duration, --rounds, --users and --connections must be at least 1');
+  }
+  return options;
+}
+
+// ---------------------------------------------------------------- processes we started, and only those
+
+const children = new Set<Subprocess>();
+let scratch = '';
+
+function start(command: string[], options: { env?: Record<string, string>; stdout?: string } = {}) {
+  const child = Bun.spawn(command, {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...options.env },
+    stdout: options.stdout ? Bun.file(options.stdout) : 'pipe',
+    stderr: 'pipe',
+  });
+  children.add(child);
+  child.exited.then(() => children.delete(child));
+  return child;
+}
+
+async function stop(child: Subprocess, graceMs = 5000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  const exited = await Promise.race([child.exited.then(() => true), Bun.sleep(graceMs).then(() => false)]);
+  if (!exited) {
+    child.kill('SIGKILL');
+    await child.exited;
+  }
+}
+
+function cleanUp(): void {
+  for (const child of children) child.kill('SIGKILL');
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    process.stderr.write(`\nbench: ${signal}, stopping what it started\n`);
+    cleanUp();
+    process.exit(130);
+  });
+}
+
+// ---------------------------------------------------------------- wrk
+
+type Figures = {
+  requests: number;
+  rps: number;
+  p50: number;
+  p99: number;
+  max: number;
+  non2xx: number;
+  socketErrors: number;
+};
+
+async function wrk(url: string, script: string, args: string[], seconds: number, connections: number) {
+  const child = start([
+    'taskset',
+    '-c',
+    LOAD_CPU,
+    'wrk',
+    '-t1',
+    `-c${connections}`,
+    `-d${seconds}s`,
+    '-s',
+    join(LUA, script),
+    url,
+    '--',
+    ...args,
+  ]);
+  const [output, errors] = await Promise.all([
+    new Response(child.stdout as ReadableStream).text(),
+    new Response(child.stderr as ReadableStream).text(),
+  ]);
+  await child.exited;
+  const line = output.split('\n').find((l) => l.startsWith('BENCH_JSON '));
+  if (!line) throw new Error(`wrk gave no result for ${url}: ${output}${errors}`);
+  const raw = JSON.parse(line.slice('BENCH_JSON '.length));
+  return {
+    requests: raw.requests,
+    rps: raw.requests / (raw.duration_us / 1e6),
+    p50: raw.p50_us / 1000,
+    p99: raw.p99_us / 1000,
+    max: raw.max_us / 1000,
+    non2xx: raw.non2xx,
+    socketErrors: raw.socket_errors,
+  } satisfies Figures;
+}
+
+// ---------------------------------------------------------------- keygate and the ceiling
+
+function freePort(): number {
+  const listener = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+  const port = listener.port;
+  listener.stop(true);
+  return port;
+}
+
+async function waitFor200(url: string, deadlineMs: number): Promise<void> {
+  const deadline = performance.now() + deadlineMs;
+  while (performance.now() < deadline) {
+    try {
+      const response = await fetch(url);
+      await response.arrayBuffer();
+      if (response.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    await Bun.sleep(1);
+  }
+  throw new Error(`${url} did not answer 200 within ${deadlineMs} ms`);
+}
+
+type Running = { child: Subprocess; url: string; log: string };
+
+async function startKeygate(dbPath: string, env: Record<string, string>, log: string): Promise<Running> {
+  const port = freePort();
+  const child = start(['taskset', '-c', SERVER_CPU, BINARY, 'serve'], {
+    env: {
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      DATABASE_URL: dbPath,
+      JWT_SECRET: jwtSecret,
+      LOG_LEVEL: options.logLevel,
+      ...env,
+    },
+    stdout: log,
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor200(`${url}/health`, 10_000);
+  return { child, url, log };
+}
+
+function memoryOf(pid: number): { rssKb: number; hwmKb: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
+  return { rssKb: field('VmRSS'), hwmKb: field('VmHWM') };
+}
+
+// ---------------------------------------------------------------- fixtures
+
+const options = parseOptions(process.argv.slice(2));
+const jwtSecret = randomBytes(48).toString('base64url');
+
+type Fixtures = {
+  bearerFile: string;
+  basicFile: string;
+  wrongSecretFile: string;
+  templates: Record<string, string>;
+};
+
+async function prepareFixtures(): Promise<Fixtures> {
+  const users = options.users;
+  const jwt = createJwtAuthority({ secret: jwtSecret, clock: systemClock });
+  const bearers: string[] = [];
+  for (let user = 1; user <= users; user++) {
+    bearers.push(`Bearer ${await jwt.sign({ sub: user, level: 8, ttlSeconds: 7200 })}`);
+  }
+  const basics: string[] = [];
+  const wrongSecrets: string[] = [];
+  const base64 = (text: string) => Buffer.from(text).toString('base64');
+  const callerKeys = {
+    count: users,
+    userOf: (i: number) => i + 1,
+    level: 8,
+    expiresAt: Date.now() + 30 * DAY_MS,
+    name: 'bench caller',
+    onKey(id: string, secret: string) {
+      basics.push(`Basic ${base64(`${id}:${secret}`)}`);
+      wrongSecrets.push(`Basic ${base64(`${id}:${randomBytes(32).toString('base64url')}`)}`);
+    },
+  };
+  const templates: Record<string, string> = { empty: join(scratch, 'template-empty.db') };
+  seedKeys(templates.empty as string, [callerKeys]);
+  // The seeded keys belong to ten times as many users as the load uses, the load's users among them.
+  const seededUsers = users * 10;
+  if (options.seed > 0) {
+    templates.seeded = join(scratch, 'template-seeded.db');
+    copyFileSync(templates.empty as string, templates.seeded);
+    const started = performance.now();
+    seedKeys(templates.seeded, [
+      {
+        count: options.seed,
+        userOf: (i) => (i % seededUsers) + 1,
+        level: 4,
+        expiresAt: Date.now() + 30 * DAY_MS,
+        name: 'seeded live',
+      },
+    ]);
+    say(`seeded ${options.seed} live keys in ${Math.round(performance.now() - started)} ms`);
+  }
+  if (options.purge) {
+    templates.expired = join(scratch, 'template-expired.db');
+    copyFileSync(templates.empty as string, templates.expired);
+    const started = performance.now();
+    const expiredAt = Date.now() - DAY_MS;
+    seedKeys(templates.expired, [
+      {
+        count: PURGE_KEYS,
+        userOf: (i) => (i % seededUsers) + 1,
+        level: 4,
+        expiresAt: expiredAt,
+        name: 'seeded expired',
+      },
+    ]);
+    say(`seeded ${PURGE_KEYS} expired keys in ${Math.round(performance.now() - started)} ms`);
+  }
+  const write = (name: string, lines: string[]) => {
+    const path = join(scratch, name);
+    writeFileSync(path, `${lines.join('\n')}\n`, { mode: 0o600 });
+    return path;
+  };
+  return {
+    bearerFile: write('bearer.txt', bearers),
+    basicFile: write('basic.txt', basics),
+    wrongSecretFile: write('wrong-secret.txt', wrongSecrets),
+    templates,
+  };
+}
+
+const PURGE_KEYS = 1_000_000;
+
+/** Seeds keys to delete into `dbPath`, owned round-robin by the load's users; returns the list file. */
+function seedKeysToDelete(dbPath: string, count: number, listPath: string): string {
+  const ids: string[] = [];
+  seedKeys(dbPath, [
+    {
+      count,
+      userOf: (i) => (i % options.users) + 1,
+      level: 1,
+      expiresAt: Date.now() + DAY_MS,
+      name: 'to delete',
+      onKey: (id) => ids.push(id),
+    },
+  ]);
+  writeFileSync(listPath, `${ids.join('\n')}\n`);
+  return listPath;
+}
+
+// ---------------------------------------------------------------- the cases
+
+type CaseName =
+  | 'create via JWT'
+  | 'create via key'
+  | 'delete via JWT'
+  | 'delete via key'
+  | 'auth failure (403)';
+
+type Case = {
+  name: CaseName;
+  /** Expected status; non-2xx counts are reported as "unexpected" only where 2xx is expected. */
+  expect: number;
+  /** Builds the wrk script and args for a run that lasts `seconds` on this database. */
+  load(dbPath: string, seconds: number, label: string, rateHint: number): { script: string; args: string[] };
+};
+
+function cases(fixtures: Fixtures): Case[] {
+  const deletes = (suffix: 'jwt' | 'key', authFile: string) => {
+    return (dbPath: string, seconds: number, label: string, rateHint: number) => {
+      // Enough keys for the measured rate and then half again; past the end they answer 404 (non-2xx).
+      const count = Math.ceil(rateHint * seconds * 1.5) + options.users;
+      const list = seedKeysToDelete(dbPath, count, join(scratch, `${label}.keys`));
+      return { script: 'delete.lua', args: [suffix, list, authFile] };
+    };
+  };
+  return [
+    {
+      name: 'create via JWT',
+      expect: 201,
+      load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] }),
+    },
+    {
+      name: 'create via key',
+      expect: 201,
+      load: () => ({ script: 'create.lua', args: ['/apikeys/key', fixtures.basicFile] }),
+    },
+    {
+      name: 'auth failure (403)',
+      expect: 403,
+      load: () => ({ script: 'create.lua', args: ['/apikeys/key', fixtures.wrongSecretFile] }),
+    },
+    { name: 'delete via JWT', expect: 204, load: deletes('jwt', fixtures.bearerFile) },
+    { name: 'delete via key', expect: 204, load: deletes('key', fixtures.basicFile) },
+  ];
+}
+
+// ---------------------------------------------------------------- start-up time
+
+async function measureStartup(): Promise<{ medianMs: number; minMs: number; maxMs: number }> {
+  const times: number[] = [];
+  for (let i = 0; i < options.startups; i++) {
+    const dir = join(scratch, `startup-${i}`);
+    mkdirSync(dir);
+    const port = freePort();
+    const started = performance.now();
+    const child = start(['taskset', '-c', SERVER_CPU, BINARY, 'serve'], {
+      env: {
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        DATABASE_URL: join(dir, 'keygate.db'),
+        JWT_SECRET: jwtSecret,
+        LOG_LEVEL: options.logLevel,
+      },
+      stdout: join(dir, 'log'),
+    });
+    // Polled with no sleep: a refused connection costs microseconds, and CPU 1 is ours.
+    const deadline = started + 10_000;
+    let up = false;
+    while (!up && performance.now() < deadline) {
+      try {
+        const response = await fetch(`http://127.0.0.1:${port}/health`);
+        await response.arrayBuffer();
+        up = response.status === 200;
+      } catch {
+        // not yet
+      }
+    }
+    const elapsed = performance.now() - started;
+    await stop(child);
+    if (!up) throw new Error('keygate did not answer /health within 10 s');
+    times.push(elapsed);
+  }
+  return { medianMs: median(times), minMs: Math.min(...times), maxMs: Math.max(...times) };
+}
+
+// ---------------------------------------------------------------- statistics and output
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2
+    ? (sorted[middle] as number)
+    : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+}
+
+function say(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+type Run = Figures & {
+  round: number;
+  case: CaseName;
+  db: string;
+  ceilingRps: number;
+  ceilingP99: number;
+  expect: number;
+};
+
+const fixed = (value: number, digits = 2) => value.toFixed(digits);
+const thousands = (value: number) => Math.round(value).toLocaleString('en-US');
+
+// ---------------------------------------------------------------- main
+
+async function main(): Promise<void> {
+  const begun = performance.now();
+  // Pin ourselves (and so the fetches of the start-up measurement) to the load CPU.
+  Bun.spawnSync(['taskset', '-a', '-pc', LOAD_CPU, String(process.pid)], { stdout: 'ignore' });
+  if (!Bun.which('wrk')) {
+    say('bench: wrk is not installed: apt-get install wrk');
+    process.exit(1);
+  }
+  if (options.build) {
+    say('building dist/keygate ...');
+    const build = Bun.spawnSync(['bun', 'run', 'build'], { cwd: ROOT, stdout: 'inherit', stderr: 'inherit' });
+    if (build.exitCode !== 0) throw new Error('bun run build failed');
+  }
+  mkdirSync(join(BENCH, '.run'), { recursive: true });
+  scratch = join(BENCH, '.run', `run-${process.pid}-${Date.now()}`);
+  mkdirSync(scratch);
+  BINARY = join(scratch, 'keygate');
+  copyFileSync(BUILT_BINARY, BINARY);
+  chmodSync(BINARY, 0o755);
+
+  const fixtures = await prepareFixtures();
+  const ceilingPort = freePort();
+  const ceiling = start(['taskset', '-c', SERVER_CPU, 'bun', join(BENCH, 'ceiling.ts')], {
+    env: { PORT: String(ceilingPort) },
+  });
+  const ceilingUrl = `http://127.0.0.1:${ceilingPort}`;
+  await waitFor200(`${ceilingUrl}/health`, 10_000);
+
+  say(`start-up: ${options.startups} starts of the compiled binary ...`);
+  const startup = await measureStartup();
+  say(
+    `start-up median ${fixed(startup.medianMs, 1)} ms (min ${fixed(startup.minMs, 1)}, max ${fixed(startup.maxMs, 1)})`,
+  );
+
+  const ceilingPost = (seconds: number) =>
+    wrk(`${ceilingUrl}`, 'create.lua', ['/apikeys/jwt', fixtures.bearerFile], seconds, options.connections);
+  await ceilingPost(options.warmup + 1);
+
+  const dbs = Object.keys(fixtures.templates).filter((name) => name !== 'expired');
+  const runs: Run[] = [];
+  const ceilingGets: Figures[] = [];
+  const memory: Record<string, { idleKb: number[]; peakKb: number[] }> = {};
+  for (const db of dbs) memory[db] = { idleKb: [], peakKb: [] };
+  const allCases = cases(fixtures).filter(
+    (c) => options.cases.length === 0 || options.cases.some((wanted) => c.name.includes(wanted)),
+  );
+  for (let round = 1; round <= options.rounds; round++) {
+    let previous = await ceilingPost(options.duration);
+    let rateHint = 30_000;
+    for (const benchCase of allCases) {
+      for (const db of dbs) {
+        const label = `r${round}-${benchCase.name.replace(/\W+/g, '-')}-${db}`;
+        const dbPath = join(scratch, `${label}.db`);
+        copyFileSync(fixtures.templates[db] as string, dbPath);
+        const warm = benchCase.load(dbPath, options.warmup, `${label}-warm`, rateHint);
+        const measured = benchCase.load(dbPath, options.duration, label, rateHint);
+        const keygate = await startKeygate(dbPath, {}, join(scratch, `${label}.log`));
+        const idle = memoryOf(keygate.child.pid);
+        await wrk(keygate.url, warm.script, warm.args, options.warmup, options.connections);
+        const figures = await wrk(
+          keygate.url,
+          measured.script,
+          measured.args,
+          options.duration,
+          options.connections,
+        );
+        const peak = memoryOf(keygate.child.pid);
+        await stop(keygate.child);
+        rmSync(dbPath, { force: true });
+        rmSync(`${dbPath}-wal`, { force: true });
+        rmSync(keygate.log, { force: true });
+        memory[db]?.idleKb.push(idle.rssKb);
+        memory[db]?.peakKb.push(peak.hwmKb);
+        const next = await ceilingPost(options.duration);
+        if (benchCase.expect !== 403) rateHint = Math.max(rateHint, figures.rps);
+        const run: Run = {
+          ...figures,
+          round,
+          case: benchCase.name,
+          db,
+          expect: benchCase.expect,
+          ceilingRps: (previous.rps + next.rps) / 2,
+          ceilingP99: (previous.p99 + next.p99) / 2,
+        };
+        runs.push(run);
+        say(
+          `round ${round} ${benchCase.name} [${db}]: ${thousands(run.rps)} req/s, p50 ${fixed(run.p50)} p99 ${fixed(run.p99)} max ${fixed(run.max)} ms, non-2xx ${run.non2xx}, ÷ ceiling ${fixed(run.rps / run.ceilingRps)} (ceiling ${thousands(run.ceilingRps)})`,
+        );
+        previous = next;
+      }
+    }
+    const get = await wrk(`${ceilingUrl}/health`, 'get.lua', [], options.duration, options.connections);
+    ceilingGets.push(get);
+    say(`round ${round} ceiling GET: ${thousands(get.rps)} req/s, p99 ${fixed(get.p99)} ms`);
+  }
+
+  const purge = options.purge ? await measurePurge(fixtures) : undefined;
+  await stop(ceiling);
+
+  const binaryBytes = statSync(BINARY).size;
+  const report = renderReport({ runs, ceilingGets, startup, memory, purge, binaryBytes, dbs });
+  say('');
+  say(report);
+  writeResults(report);
+  writeFileSync(
+    join(BENCH, '.run', `results-${new Date().toISOString().replace(/[:.]/g, '-')}.json`),
+    JSON.stringify({ options, runs, ceilingGets, startup, memory, purge, binaryBytes }, null, 2),
+  );
+  say(`\nbench finished in ${Math.round((performance.now() - begun) / 1000)} s; wrote ${RESULTS_FILE}`);
+}
+
+// ---------------------------------------------------------------- purge under load
+
+type PurgeResult = {
+  finished: boolean;
+  removed: number;
+  purgeMs: number;
+  slices: Array<Figures & { startedMs: number; endedMs: number; phase: 'before' | 'during' | 'after' }>;
+  maxDuring: number;
+  maxWithout: number;
+  p99During: number;
+  p99Without: number;
+  rpsDuring: number;
+  rpsWithout: number;
+};
+
+const PURGE_INTERVAL_SECONDS = 4;
+const PURGE_SLICE_SECONDS = 1;
+const PURGE_MAX_SLICES = 75;
+const PURGE_SLICES_AFTER = 4;
+
+/**
+ * Create load (via JWT) on a database holding 1M expired keys, with the purge on keygate's own timer
+ * (as in production, sharing the event loop and the group commit with requests). wrk runs in
+ * one-second slices so each slice's max latency can be placed before, during or after the purge.
+ */
+async function measurePurge(fixtures: Fixtures): Promise<PurgeResult> {
+  say(
+    `purge: ${PURGE_KEYS} expired keys, timer every ${PURGE_INTERVAL_SECONDS} s, create load in ${PURGE_SLICE_SECONDS} s slices`,
+  );
+  const dbPath = join(scratch, 'purge.db');
+  copyFileSync(fixtures.templates.expired as string, dbPath);
+  const log = join(scratch, 'purge.log');
+  // The purge log line is at info; request lines are silenced here only if the run asked for it.
+  const keygate = await startKeygate(dbPath, { PURGE_INTERVAL_SECONDS: String(PURGE_INTERVAL_SECONDS) }, log);
+  const origin = performance.now();
+  const originWall = Date.now();
+  const slices: PurgeResult['slices'] = [];
+  let purgeLine: PurgeLine | undefined;
+  const purgeLog = purgeLineReader(log);
+  let slicesAfter = 0;
+  for (let i = 0; i < PURGE_MAX_SLICES && slicesAfter < PURGE_SLICES_AFTER; i++) {
+    const startedMs = performance.now() - origin;
+    const figures = await wrk(
+      keygate.url,
+      'create.lua',
+      ['/apikeys/jwt', fixtures.bearerFile],
+      PURGE_SLICE_SECONDS,
+      options.connections,
+    );
+    const endedMs = performance.now() - origin;
+    slices.push({ ...figures, startedMs, endedMs, phase: 'before' });
+    purgeLine ??= await purgeLog.next();
+    if (purgeLine) slicesAfter++;
+  }
+  await stop(keygate.child);
+  // The timer's first tick; keygate's log line gives the end (and the duration) once the pass is done.
+  const timerFires = PURGE_INTERVAL_SECONDS * 1000;
+  const purgeEnd = purgeLine ? Date.parse(purgeLine.time) - originWall : Number.POSITIVE_INFINITY;
+  const purgeStart = purgeLine ? purgeEnd - purgeLine.ms : timerFires;
+  for (const slice of slices) {
+    if (slice.endedMs <= purgeStart) slice.phase = 'before';
+    else if (slice.startedMs >= purgeEnd) slice.phase = 'after';
+    else slice.phase = 'during';
+  }
+  // The first slice includes keygate's warm-up (JIT), so it is left out of "without".
+  const during = slices.filter((s) => s.phase === 'during');
+  const without = slices.filter((s, i) => i > 0 && s.phase !== 'during');
+  const result: PurgeResult = {
+    finished: purgeLine !== undefined,
+    removed: purgeLine?.removed ?? 0,
+    purgeMs: purgeLine?.ms ?? slices.reduce((end, s) => Math.max(end, s.endedMs), 0) - timerFires,
+    slices,
+    maxDuring: Math.max(...during.map((s) => s.max)),
+    maxWithout: Math.max(...without.map((s) => s.max)),
+    p99During: Math.max(...during.map((s) => s.p99)),
+    p99Without: Math.max(...without.map((s) => s.p99)),
+    rpsDuring: median(during.map((s) => s.rps)),
+    rpsWithout: median(without.map((s) => s.rps)),
+  };
+  say(
+    `purge ${result.finished ? `removed ${result.removed} in` : 'had not finished after'} ${Math.round(result.purgeMs)} ms; max latency during ${fixed(result.maxDuring)} ms vs ${fixed(result.maxWithout)} ms without`,
+  );
+  return result;
+}
+
+type PurgeLine = { removed: number; ms: number; time: string };
+
+/** Reads keygate's log as it grows (only the new part each time) until the first purge line. */
+function purgeLineReader(log: string): { next(): Promise<PurgeLine | undefined> } {
+  let offset = 0;
+  let partial = '';
+  return {
+    async next() {
+      const file = Bun.file(log);
+      const size = file.size;
+      if (size <= offset) return undefined;
+      const lines = (partial + (await file.slice(offset, size).text())).split('\n');
+      offset = size;
+      partial = lines.pop() ?? '';
+      for (const line of lines) {
+        if (!line.includes('"msg":"purge"')) continue;
+        const entry = JSON.parse(line);
+        return { removed: entry.removed, ms: entry.ms, time: entry.time };
+      }
+      return undefined;
+    },
+  };
+}
+
+// ---------------------------------------------------------------- RESULTS.md
+
+function machineLine(): string {
+  const kernel = readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim();
+  return `${cpus().length} CPUs (nproc ${navigator.hardwareConcurrency}), ${cpus()[0]?.model ?? 'unknown CPU'}, Linux ${kernel}, Bun ${Bun.version}`;
+}
+
+function renderReport(input: {
+  runs: Run[];
+  ceilingGets: Figures[];
+  startup: { medianMs: number; minMs: number; maxMs: number };
+  memory: Record<string, { idleKb: number[]; peakKb: number[] }>;
+  purge: PurgeResult | undefined;
+  binaryBytes: number;
+  dbs: string[];
+}): string {
+  const { runs, dbs } = input;
+  const out: string[] = [];
+  out.push(`Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC — ${machineLine()}`);
+  out.push('');
+  out.push(
+    `keygate (compiled, synchronous=FULL, LOG_LEVEL=${options.logLevel} to a file) and the ceiling on CPU 0, wrk -t1 -c${options.connections} on CPU 1; ` +
+      `${options.rounds} rounds of ${options.duration} s per case after ${options.warmup} s warm-up, fresh keygate and database per case; medians over rounds. ` +
+      `Ratios are to the mean of the two ceiling-POST runs around each keygate run. ${options.users} users (tokens / caller keys) in rotation; MAX_KEYS_PER_USER default.`,
+  );
+  out.push('');
+  out.push(
+    '| case | database | req/s | p50 ms | p99 ms | max ms | non-2xx | ÷ ceiling req/s | p99 ÷ ceiling p99 |',
+  );
+  out.push('|---|---|---:|---:|---:|---:|---:|---:|---:|');
+  const names = [...new Set(runs.map((r) => r.case))];
+  const group = (name: CaseName, db: string) => runs.filter((r) => r.case === name && r.db === db);
+  const medians = (list: Run[]) => ({
+    rps: median(list.map((r) => r.rps)),
+    p50: median(list.map((r) => r.p50)),
+    p99: median(list.map((r) => r.p99)),
+    max: median(list.map((r) => r.max)),
+    non2xx: median(list.map((r) => r.non2xx)),
+    ratio: median(list.map((r) => r.rps / r.ceilingRps)),
+    p99Ratio: median(list.map((r) => r.p99 / r.ceilingP99)),
+  });
+  for (const name of names) {
+    for (const db of dbs) {
+      const m = medians(group(name, db));
+      const dbLabel = db === 'seeded' ? `${thousands(options.seed)} keys` : 'empty';
+      out.push(
+        `| ${name} | ${dbLabel} | ${thousands(m.rps)} | ${fixed(m.p50)} | ${fixed(m.p99)} | ${fixed(m.max)} | ${thousands(m.non2xx)} | ${fixed(m.ratio)} | ${fixed(m.p99Ratio)} |`,
+      );
+    }
+  }
+  const ceilingRuns = runs.map((r) => r.ceilingRps);
+  out.push(
+    `| ceiling POST | — | ${thousands(median(ceilingRuns))} | | ${fixed(median(runs.map((r) => r.ceilingP99)))} | | | 1.00 | 1.00 |`,
+  );
+  const gets = input.ceilingGets;
+  out.push(
+    `| ceiling GET | — | ${thousands(median(gets.map((g) => g.rps)))} | ${fixed(median(gets.map((g) => g.p50)))} | ${fixed(median(gets.map((g) => g.p99)))} | ${fixed(median(gets.map((g) => g.max)))} | ${median(gets.map((g) => g.non2xx))} | | |`,
+  );
+  out.push('');
+  out.push('non-2xx of the 403 case is every request (expected); elsewhere it should be 0.');
+  if (dbs.includes('seeded')) {
+    out.push('');
+    out.push(
+      `With ${thousands(options.seed)} live keys ÷ empty (medians; req/s wants ≥ 0.9, latencies ≤ 1.11):`,
+    );
+    out.push('');
+    out.push('| case | req/s | p50 | p99 | max |');
+    out.push('|---|---:|---:|---:|---:|');
+    for (const name of names) {
+      const a = medians(group(name, 'seeded'));
+      const b = medians(group(name, 'empty'));
+      out.push(
+        `| ${name} | ${fixed(a.rps / b.rps)} | ${fixed(a.p50 / b.p50)} | ${fixed(a.p99 / b.p99)} | ${fixed(a.max / b.max)} |`,
+      );
+    }
+  }
+  if (input.purge) {
+    const p = input.purge;
+    out.push('');
+    out.push(
+      (p.finished
+        ? `Purge: ${thousands(p.removed)} expired keys removed by keygate's own timer in ${thousands(p.purgeMs)} ms under create-via-JWT load. `
+        : `Purge: keygate's own timer had NOT finished removing ${thousands(PURGE_KEYS)} expired keys after ${thousands(p.purgeMs)} ms of create-via-JWT load. `) +
+        `Max latency during the purge ${fixed(p.maxDuring)} ms vs ${fixed(p.maxWithout)} ms without (slices before/after); ` +
+        `worst slice p99 ${fixed(p.p99During)} vs ${fixed(p.p99Without)} ms; req/s ${thousands(p.rpsDuring)} vs ${thousands(p.rpsWithout)}.`,
+    );
+  }
+  out.push('');
+  const mb = (kb: number) => `${fixed(kb / 1024, 1)} MB`;
+  const memoryLine = Object.entries(input.memory)
+    .map(([db, m]) => `${db}: idle ${mb(median(m.idleKb))}, peak ${mb(Math.max(...m.peakKb))}`)
+    .join('; ');
+  out.push(
+    `Start-up (process start to first /health 200, fresh database, median of ${options.startups}): ${fixed(input.startup.medianMs, 1)} ms ` +
+      `(min ${fixed(input.startup.minMs, 1)}, max ${fixed(input.startup.maxMs, 1)}). Binary ${fixed(input.binaryBytes / 1e6, 1)} MB. RSS ${memoryLine}.`,
+  );
+  return out.join('\n');
+}
+
+function writeResults(report: string): void {
+  const previous = existsSync(RESULTS_FILE) ? readFileSync(RESULTS_FILE, 'utf8') : '';
+  const historyAt = previous.indexOf(HISTORY_HEADING);
+  const history = historyAt === -1 ? `${HISTORY_HEADING}\n\n(none yet)\n` : previous.slice(historyAt);
+  writeFileSync(
+    RESULTS_FILE,
+    `# keygate load benchmark\n\nWritten by \`bun run bench\` (bench/run.ts); the History section below is kept between runs.\n\n## Latest run\n\n${report}\n\n${history}`,
+  );
+}
+
+main()
+  .catch((error: unknown) => {
+    process.stderr.write(`bench: ${error instanceof Error ? error.stack : String(error)}\n`);
+    process.exitCode = 1;
+  })
+  .finally(() => {
+    cleanUp();
+    process.exit();
+  });

@@ -1,0 +1,66 @@
+// Seeds API keys straight into SQLite through keygate's own schema, migrations and secret hashing,
+// in big transactions: a million keys in seconds, before keygate starts on the file.
+import { getTableColumns, getTableName } from 'drizzle-orm';
+import { generateKeyId, generateSecret, hashSecret } from '../src/auth/secrets';
+import { openDatabase } from '../src/db/open';
+import { type ApiKeyRow, apiKeys } from '../src/db/schema';
+
+const ROWS_PER_TRANSACTION = 50_000;
+
+export type SeedSpec = {
+  count: number;
+  /** Owner of the i-th key (0-based). */
+  userOf: (i: number) => number;
+  level: number;
+  expiresAt: number;
+  name: string;
+  /** Called with each key id and its secret, in order (the caller keeps only what it needs). */
+  onKey?: (id: string, secret: string, i: number) => void;
+};
+
+/** Creates (or opens) the database at `path`, migrates it, and inserts every spec's keys. */
+export function seedKeys(path: string, specs: SeedSpec[]): void {
+  const db = openDatabase(path);
+  // Only this seeding connection skips the fsyncs; keygate reopens the file with synchronous=FULL.
+  // The big page cache keeps the random-order primary-key inserts in memory.
+  db.$client.run('PRAGMA synchronous = OFF');
+  db.$client.run('PRAGMA cache_size = -524288');
+  // The statement comes from the drizzle schema; bun:sqlite runs it, so it can be finalized below.
+  const columns = Object.entries(getTableColumns(apiKeys));
+  const insert = db.$client.prepare(
+    `INSERT INTO "${getTableName(apiKeys)}" (${columns.map(([, column]) => `"${column.name}"`).join(', ')}) ` +
+      `VALUES (${columns.map(() => '?').join(', ')})`,
+  );
+  const order = columns.map(([property]) => property as keyof ApiKeyRow);
+  const createdAt = Date.now();
+  try {
+    for (const spec of specs) {
+      for (let start = 0; start < spec.count; start += ROWS_PER_TRANSACTION) {
+        const end = Math.min(spec.count, start + ROWS_PER_TRANSACTION);
+        db.$client.run('BEGIN');
+        for (let i = start; i < end; i++) {
+          const id = generateKeyId();
+          const secret = generateSecret();
+          const row: ApiKeyRow = {
+            id,
+            secretHash: hashSecret(secret),
+            userId: spec.userOf(i),
+            level: spec.level,
+            name: spec.name,
+            createdAt,
+            expiresAt: spec.expiresAt,
+          };
+          insert.run(...order.map((property) => row[property]));
+          spec.onKey?.(id, secret, i);
+        }
+        db.$client.run('COMMIT');
+      }
+    }
+  } finally {
+    if (db.$client.inTransaction) db.$client.run('ROLLBACK');
+    insert.finalize();
+    // Everything into the main file, so the file can be copied without its WAL.
+    db.$client.run('PRAGMA wal_checkpoint(TRUNCATE)');
+    db.$client.close(true);
+  }
+}
