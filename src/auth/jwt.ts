@@ -1,5 +1,7 @@
 // JWT verification and signing (HS256 via jose). The algorithm is pinned, `exp` and `sub` are
-// required, `nbf`/`iss`/`aud` are honoured; anything else is a failed authentication.
+// required, `nbf`/`iss`/`aud` are honoured; anything else is a failed authentication. A verified
+// token is remembered until its `exp`: clients reuse a token for many requests, and the HMAC check
+// through WebCrypto was the largest single cost of a create (bench/RESULTS.md, History).
 import { jwtVerify, SignJWT } from 'jose';
 import type { Clock } from '../clock';
 
@@ -21,12 +23,32 @@ export type JwtAuthority = {
   sign(claims: { sub: number; level?: number; ttlSeconds: number }): Promise<string>;
 };
 
+/** At most this many verified tokens are remembered; the oldest is forgotten first. */
+export const VERIFIED_TOKEN_CACHE_SIZE = 10_000;
+
+type VerifiedToken = { identity: TokenIdentity; exp: number; nbf: number };
+
 export function createJwtAuthority(options: JwtOptions): JwtAuthority {
-  const key = new TextEncoder().encode(options.secret);
+  // Imported once: given raw bytes, jose imports a CryptoKey on every call.
+  const key = crypto.subtle.importKey(
+    'raw',
+    new TextEncoder().encode(options.secret),
+    { name: 'HMAC', hash: 'SHA-256' },
+    false,
+    ['sign', 'verify'],
+  );
+  const verified = new Map<string, VerifiedToken>();
   return {
     async verify(token) {
+      // Seconds, compared as jose compares them: valid while nbf <= now < exp.
+      const now = Math.floor(options.clock() / 1000);
+      const known = verified.get(token);
+      if (known !== undefined) {
+        if (known.nbf <= now && now < known.exp) return known.identity;
+        verified.delete(token);
+      }
       try {
-        const { payload } = await jwtVerify(token, key, {
+        const { payload } = await jwtVerify(token, await key, {
           algorithms: [JWT_ALGORITHM],
           requiredClaims: ['exp', 'sub'],
           issuer: options.issuer,
@@ -35,7 +57,13 @@ export function createJwtAuthority(options: JwtOptions): JwtAuthority {
         });
         const userId = parseUserId(payload.sub);
         const level = payload.level === undefined ? MAX_LEVEL : parseLevel(payload.level);
-        return userId === null || level === null ? null : { userId, level };
+        if (userId === null || level === null) return null;
+        const identity: TokenIdentity = Object.freeze({ userId, level });
+        if (verified.size >= VERIFIED_TOKEN_CACHE_SIZE)
+          verified.delete(verified.keys().next().value as string);
+        // requiredClaims made `exp` a number; jose rejects a non-numeric `nbf`.
+        verified.set(token, { identity, exp: payload.exp as number, nbf: payload.nbf ?? 0 });
+        return identity;
       } catch {
         return null;
       }
@@ -49,7 +77,7 @@ export function createJwtAuthority(options: JwtOptions): JwtAuthority {
         .setExpirationTime(now + ttlSeconds);
       if (options.issuer) jwt.setIssuer(options.issuer);
       if (options.audience) jwt.setAudience(options.audience);
-      return jwt.sign(key);
+      return key.then((cryptoKey) => jwt.sign(cryptoKey));
     },
   };
 }
