@@ -76,11 +76,30 @@ const record = (outcome: Outcome) => {
   }
 };
 
+function closeMinute(): void {
+  const sorted = latencies.sort((a, b) => a - b);
+  const minute: Minute = {
+    minute: report.length + 1,
+    requests: sorted.length,
+    errors,
+    p50: round(percentile(sorted, 50)),
+    p99: round(percentile(sorted, 99)),
+    max: round(sorted.at(-1) ?? Number.NaN),
+    rssMiB: rssMiB(),
+    dropped,
+  };
+  report.push(minute);
+  console.log(JSON.stringify(minute));
+  latencies = [];
+  errors = 0;
+  dropped = 0;
+}
+
 const started = performance.now();
 let sent = 0;
 let minuteStart = started;
 const TICK_MS = 5;
-while (performance.now() - started < minutes * 60_000) {
+while (report.length < minutes) {
   // Open loop: by now `rate × elapsed` requests should have left, whatever the answers are doing.
   const due = Math.floor(((performance.now() - started) / 1000) * rate);
   while (sent < due) {
@@ -93,27 +112,15 @@ while (performance.now() - started < minutes * 60_000) {
     next().then(record);
   }
   if (performance.now() - minuteStart >= 60_000) {
-    const sorted = latencies.sort((a, b) => a - b);
-    const minute: Minute = {
-      minute: report.length + 1,
-      requests: sorted.length,
-      errors,
-      p50: round(percentile(sorted, 50)),
-      p99: round(percentile(sorted, 99)),
-      max: round(sorted.at(-1) ?? Number.NaN),
-      rssMiB: rssMiB(),
-      dropped,
-    };
-    report.push(minute);
-    console.log(JSON.stringify(minute));
-    latencies = [];
-    errors = 0;
-    dropped = 0;
+    closeMinute();
     minuteStart += 60_000;
   }
   await Bun.sleep(TICK_MS);
 }
 while (inFlight > 0) await Bun.sleep(10);
+// Answers still in flight when the last minute closed count toward it.
+const last = report.at(-1);
+if (last) last.errors += errors;
 
 const exit = await stopGracefully(server);
 rmSync(dir, { recursive: true, force: true });
