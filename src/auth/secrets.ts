@@ -3,17 +3,25 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
-const KEY_BODY_LENGTH = 22; // 62^22 > 2^128: 128 random bits always fit.
+const KEY_BODY_LENGTH = 22; // 22 uniform base62 characters carry 131 random bits (>= 128).
+// The largest multiple of 62 that fits a byte: bytes at or above it are dropped, so no character is favoured.
+const UNBIASED_BYTE_LIMIT = 248;
 
 export const KEY_ID_PATTERN = /^kg_[A-Za-z0-9]{22,128}$/;
 
-/** `kg_` + 22 base62 characters carrying 128 random bits. */
+// Refilled for each id, never kept: allocating a fresh Buffer per call cost more than the rest of it.
+const randomPool = new Uint8Array(32);
+
+/** `kg_` + 22 base62 characters, each drawn uniformly from random bytes (rejection sampling). */
 export function generateKeyId(): string {
-  let value = BigInt(`0x${randomBytes(16).toString('hex')}`);
   let body = '';
-  for (let i = 0; i < KEY_BODY_LENGTH; i++) {
-    body = BASE62[Number(value % 62n)] + body;
-    value /= 62n;
+  while (body.length < KEY_BODY_LENGTH) {
+    // 32 bytes almost always suffice (about 23 are needed); the loop draws more if they do not.
+    crypto.getRandomValues(randomPool);
+    for (let i = 0; i < randomPool.length && body.length < KEY_BODY_LENGTH; i++) {
+      const byte = randomPool[i] as number;
+      if (byte < UNBIASED_BYTE_LIMIT) body += BASE62[byte % 62];
+    }
   }
   return `kg_${body}`;
 }
