@@ -1,7 +1,7 @@
 // Smoke test of the compiled binary: built as `bun run build` builds it, started from an empty
 // directory with nothing beside it, it serves, mints tokens, and drains and exits 0 on SIGTERM.
 import { afterAll, beforeAll, describe, expect, it } from 'bun:test';
-import { existsSync, mkdtempSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pkg from '../package.json' with { type: 'json' };
@@ -9,6 +9,9 @@ import pkg from '../package.json' with { type: 'json' };
 const root = join(import.meta.dir, '..');
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-binary-'));
 const binary = join(scratch, 'keygate');
+/** A fresh working directory inside the scratch one, so afterAll removes everything at once. */
+const emptyDir = (label: string) => mkdtempSync(join(scratch, `${label}-`));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 beforeAll(() => {
   // The same command line as `bun run build`, written elsewhere so a running dist/keygate is left alone.
@@ -35,7 +38,7 @@ describe('dist/keygate', () => {
   afterAll(() => server?.kill('SIGKILL'));
 
   it('serves from an empty directory, mints a working token, creates, deletes, and exits 0 on SIGTERM', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'keygate-empty-'));
+    const cwd = emptyDir('empty');
     server = Bun.spawn([binary], {
       cwd,
       env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1' },
@@ -82,7 +85,7 @@ describe('dist/keygate', () => {
   }, 30_000);
 
   it('finishes a request in flight when SIGTERM arrives, then exits 0', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'keygate-drain-'));
+    const cwd = emptyDir('drain');
     const env = { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', JWT_SECRET: 'x'.repeat(32) };
     const proc = Bun.spawn([binary], { cwd, env, stdout: 'pipe' });
     const lines = (proc.stdout as ReadableStream<Uint8Array>).getReader();
@@ -117,7 +120,7 @@ describe('dist/keygate', () => {
   }, 30_000);
 
   it('refuses to start on a port another keygate already serves (exit 2, one line)', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'keygate-port-'));
+    const cwd = emptyDir('port');
     const env = { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', JWT_SECRET: 'x'.repeat(32) };
     const first = Bun.spawn([binary], { cwd, env, stdout: 'pipe' });
     const { value } = await (first.stdout as ReadableStream<Uint8Array>).getReader().read();
@@ -131,7 +134,7 @@ describe('dist/keygate', () => {
   }, 30_000);
 
   it('prints its version and help', () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'keygate-empty-'));
+    const cwd = emptyDir('empty');
     expect(run(['--version'], cwd).stdout).toBe(pkg.version);
     expect(run(['--help'], cwd).stdout).toContain('MAX_KEYS_PER_USER');
   });
@@ -143,7 +146,7 @@ describe('dist/keygate', () => {
     [['frobnicate'], {}, 'frobnicate'],
     [['token'], { JWT_SECRET: 'x'.repeat(32) }, '--sub'],
   ])('exits 2 with one clear line for %p %p', (args, env, mentions) => {
-    const cwd = mkdtempSync(join(tmpdir(), 'keygate-empty-'));
+    const cwd = emptyDir('empty');
     const result = run(args, cwd, env);
     expect(result.code).toBe(2);
     expect(result.stderr.split('\n')).toHaveLength(1);
@@ -151,7 +154,7 @@ describe('dist/keygate', () => {
   });
 
   it('exits 2 with one line when the database file is not a database, and leaves it untouched', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'keygate-corrupt-'));
+    const cwd = emptyDir('corrupt');
     const file = join(cwd, 'keygate.db');
     await Bun.write(file, 'this is not a SQLite database, not even close to one. '.repeat(200));
     const before = await Bun.file(file).text();
@@ -162,7 +165,7 @@ describe('dist/keygate', () => {
   });
 
   it('purges and migrates by hand', () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'keygate-empty-'));
+    const cwd = emptyDir('empty');
     expect(run(['migrate'], cwd).stdout).toContain('migration 1');
     expect(run(['purge'], cwd).stdout).toBe('purged 0 expired keys');
   });

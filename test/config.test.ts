@@ -1,10 +1,13 @@
 // Configuration: defaults, environment, flags over environment, and one clear line per bad value.
-import { describe, expect, it } from 'bun:test';
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { afterAll, describe, expect, it } from 'bun:test';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { resolveJwtSecret } from '../src/auth/jwt-secret';
 import { ConfigError, flagOf, loadConfig, settingOfFlag } from '../src/config';
+
+const scratch = mkdtempSync(join(tmpdir(), 'keygate-config-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('loadConfig', () => {
   it('has the contract defaults', () => {
@@ -76,7 +79,7 @@ describe('resolveJwtSecret', () => {
   });
 
   it('creates a random secret once beside the database, mode 0600, and reuses it', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'keygate-secret-'));
+    const dir = mkdtempSync(join(scratch, 'secret-'));
     const config = { jwtSecret: undefined, databaseUrl: join(dir, 'sub', 'keygate.db') };
     const first = resolveJwtSecret(config);
     expect(Buffer.byteLength(first)).toBeGreaterThanOrEqual(32);
@@ -87,7 +90,7 @@ describe('resolveJwtSecret', () => {
   });
 
   it('refuses a secret file that is too short', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'keygate-secret-'));
+    const dir = mkdtempSync(join(scratch, 'secret-'));
     writeFileSync(join(dir, 'jwt-secret'), 'short\n');
     expect(() => resolveJwtSecret({ jwtSecret: undefined, databaseUrl: join(dir, 'k.db') })).toThrow(
       ConfigError,

@@ -1,11 +1,13 @@
 // The database: pragmas read back, migrations embedded and idempotent, indexes the queries use.
-import { describe, expect, it } from 'bun:test';
-import { mkdtempSync } from 'node:fs';
+import { afterAll, describe, expect, it } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { appliedMigrationCount, BUSY_TIMEOUT_MS, migrate, openDatabase } from '../../src/db/open';
 
-const tempDb = () => join(mkdtempSync(join(tmpdir(), 'keygate-db-')), 'nested', 'keygate.db');
+const scratch = mkdtempSync(join(tmpdir(), 'keygate-db-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const tempDb = () => join(mkdtempSync(join(scratch, 'db-')), 'nested', 'keygate.db');
 
 describe('openDatabase', () => {
   it('sets WAL, synchronous=FULL and the busy timeout on a file database', () => {
