@@ -27,7 +27,8 @@ const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PRO
 
 export function createApp({ service, store, jwt, logger, basePath, maxExpiresInSeconds }: AppDeps) {
   const routes = { service, maxExpiresInSeconds };
-  return new Elysia({ prefix: basePath, normalize: false })
+  // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
+  return new Elysia({ prefix: basePath, normalize: false, strictPath: true })
     .onError(({ code, error, request, path }) => {
       if (error instanceof HttpError) return errorResponse(error.status, error.message, error.headers);
       if (error instanceof ValidationError && error.type === 'body') {

@@ -749,13 +749,13 @@ type Sent = {
   deleteId: string | undefined;
   /**
    * What the request turned out to be once the URL was normalised (`/apikeys/./jwt` is a create).
-   * Elysia's default (strictPath: false) also routes a trailing slash to the same handler.
+   * Paths are strict: a trailing slash is another path (404).
    */
   route: 'create' | 'delete' | 'other';
 };
 
-const CREATE_ROUTE = /^\/apikeys\/(jwt|key)\/?$/;
-const DELETE_ROUTE = /^\/apikeys\/([^/]+)\/(jwt|key)\/?$/;
+const CREATE_ROUTE = /^\/apikeys\/(jwt|key)$/;
+const DELETE_ROUTE = /^\/apikeys\/([^/]+)\/(jwt|key)$/;
 
 function schemeOf(c: Credential): Scheme | 'either' | 'none' {
   if (c.kind === 'none') return 'none';

@@ -15,6 +15,8 @@ describe('unknown paths', () => {
     ['POST', '/apikeys/other'],
     ['DELETE', '/apikeys/kg_0000000000000000000000'],
     ['PATCH', '/health'],
+    ['POST', '/apikeys/jwt/'],
+    ['GET', '/health/'],
   ])('%s %s answers 404 in the error shape', async (method, path) => {
     const k = testKeygate();
     const response = await k.req(method, path);
