@@ -1,6 +1,6 @@
 // Group commit: writes that arrive in the same turn of the event loop share one transaction and so
 // one fsync. Each job runs in a savepoint of its own, so one failing job rolls back alone.
-import type { Database } from 'bun:sqlite';
+import type { Database, Statement } from 'bun:sqlite';
 
 /** How long writes wait for another connection's write lock before they fail with SQLITE_BUSY (503). */
 export const WRITE_LOCK_WAIT_MS = 2000;
@@ -19,7 +19,22 @@ export class GroupCommitWriter {
   /** When the current wait for another connection's write lock began. */
   private lockWaitStarted: number | undefined;
 
-  constructor(private readonly client: Database) {}
+  // Prepared once: Database.run() would compile each of these again for every job of every batch.
+  private readonly sql: Record<
+    'begin' | 'savepoint' | 'release' | 'rollbackTo' | 'commit' | 'rollback',
+    Statement
+  >;
+
+  constructor(private readonly client: Database) {
+    this.sql = {
+      begin: client.prepare('BEGIN IMMEDIATE'),
+      savepoint: client.prepare('SAVEPOINT job'),
+      release: client.prepare('RELEASE job'),
+      rollbackTo: client.prepare('ROLLBACK TO job'),
+      commit: client.prepare('COMMIT'),
+      rollback: client.prepare('ROLLBACK'),
+    };
+  }
 
   /** Runs `work` inside the next shared transaction; resolves only after that transaction commits. */
   write<T>(work: () => T): Promise<T> {
@@ -42,7 +57,7 @@ export class GroupCommitWriter {
   private flush(): void {
     this.scheduled = false;
     try {
-      this.client.run('BEGIN IMMEDIATE');
+      this.sql.begin.run();
     } catch (error) {
       this.lockRefused(error);
       return;
@@ -89,23 +104,23 @@ export class GroupCommitWriter {
   /** Runs the jobs in the transaction BEGIN IMMEDIATE opened, then commits it. */
   private commit(jobs: Job[]): Outcome[] {
     const outcomes: Outcome[] = jobs.map((job) => {
-      this.client.run('SAVEPOINT job');
+      this.sql.savepoint.run();
       try {
         const value = job.run();
-        this.client.run('RELEASE job');
+        this.sql.release.run();
         return { ok: true, value };
       } catch (error) {
-        this.client.run('ROLLBACK TO job');
-        this.client.run('RELEASE job');
+        this.sql.rollbackTo.run();
+        this.sql.release.run();
         return { ok: false, error };
       }
     });
     try {
-      this.client.run('COMMIT');
+      this.sql.commit.run();
       return outcomes;
     } catch (error) {
       // Nothing of this batch is on disk: every job fails, including those that ran cleanly.
-      if (this.client.inTransaction) this.client.run('ROLLBACK');
+      if (this.client.inTransaction) this.sql.rollback.run();
       return jobs.map(() => ({ ok: false, error }));
     }
   }

@@ -15,18 +15,28 @@ function setup() {
 
 describe('GroupCommitWriter', () => {
   it('commits writes queued in the same turn in one transaction', async () => {
-    const { client, writer, insert, rows } = setup();
-    let transactions = 0;
-    const original = client.run.bind(client);
-    client.run = ((sql: string, ...rest: unknown[]) => {
-      if (sql === 'COMMIT') transactions++;
-      return (original as (...a: unknown[]) => unknown)(sql, ...rest);
-    }) as typeof client.run;
+    const client = new Database(':memory:');
+    client.run('CREATE TABLE t (v INTEGER UNIQUE)');
+    // Count COMMITs as they run: wrap the statement the writer prepares for them.
+    let commits = 0;
+    const prepare = client.prepare.bind(client);
+    client.prepare = ((sql: string) => {
+      const statement = prepare(sql);
+      if (sql !== 'COMMIT') return statement;
+      const run = statement.run.bind(statement);
+      statement.run = (() => {
+        commits++;
+        return run();
+      }) as typeof statement.run;
+      return statement;
+    }) as typeof client.prepare;
+    const writer = new GroupCommitWriter(client);
+    const insert = (v: number) => () => client.run('INSERT INTO t (v) VALUES (?)', [v]);
     await Promise.all([1, 2, 3, 4, 5].map((v) => writer.write(insert(v))));
-    expect(transactions).toBe(1);
-    expect(rows()).toEqual([1, 2, 3, 4, 5]);
+    expect(commits).toBe(1);
+    expect(client.query('SELECT count(*) AS n FROM t').get()).toEqual({ n: 5 });
     await writer.write(insert(6));
-    expect(transactions).toBe(2);
+    expect(commits).toBe(2);
   });
 
   it('resolves only after the commit: the row is visible when the promise settles, not before', async () => {
