@@ -47,6 +47,14 @@ async function main(): Promise<void> {
       },
     },
     {
+      // PROFILE_SEED: this many more live keys, spread over ten times as many users, as `bench --seed`.
+      count: Number(process.env.PROFILE_SEED ?? 0),
+      userOf: (i) => (i % (USERS * 10)) + 1,
+      level: 4,
+      expiresAt: Date.now() + DAY_MS,
+      name: 'seeded live',
+    },
+    {
       count: caseName.startsWith('delete') ? 60_000 * seconds : 0,
       userOf: (i) => (i % USERS) + 1,
       level: 1,
@@ -73,7 +81,19 @@ async function main(): Promise<void> {
   if (!load) throw new Error(`unknown case ${caseName}; one of ${Object.keys(loads).join(', ')}`);
   const port = 3900 + (process.pid % 90);
   server = Bun.spawn(
-    ['taskset', '-c', '0', 'bun', '--cpu-prof', '--cpu-prof-dir', dir, join(root, 'src', 'cli.ts'), 'serve'],
+    [
+      'taskset',
+      '-c',
+      '0',
+      'bun',
+      // PROFILE_PRELOAD: a module to load first, e.g. bench/commit-stats.ts (batch sizes, COMMIT time).
+      ...(process.env.PROFILE_PRELOAD ? ['--preload', process.env.PROFILE_PRELOAD] : []),
+      '--cpu-prof',
+      '--cpu-prof-dir',
+      dir,
+      join(root, 'src', 'cli.ts'),
+      'serve',
+    ],
     {
       env: {
         PATH: process.env.PATH ?? '/usr/bin:/bin',
