@@ -8,7 +8,7 @@ import { GroupCommitWriter } from '../src/db/group-commit';
 
 const writer = GroupCommitWriter.prototype as unknown as { commit(jobs: unknown[]): unknown };
 const commit = writer.commit;
-const run = Database.prototype.run;
+const prepare = Database.prototype.prepare;
 let batches = 0;
 let jobs = 0;
 let batchMs = 0;
@@ -23,13 +23,19 @@ writer.commit = function (this: unknown, queued: unknown[]) {
   return outcome;
 };
 
-Database.prototype.run = function (this: Database, sql: string, ...rest: unknown[]) {
-  if (sql !== 'COMMIT') return (run as (...args: unknown[]) => unknown).call(this, sql, ...rest);
-  const started = performance.now();
-  const result = (run as (...args: unknown[]) => unknown).call(this, sql, ...rest);
-  commitMs += performance.now() - started;
-  return result;
-} as typeof run;
+// The writer prepares its COMMIT once: time every run of a prepared 'COMMIT' statement.
+Database.prototype.prepare = function (this: Database, sql: string, ...rest: unknown[]) {
+  const statement = (prepare as (...args: unknown[]) => ReturnType<typeof prepare>).call(this, sql, ...rest);
+  if (sql !== 'COMMIT') return statement;
+  const runCommit = statement.run.bind(statement);
+  statement.run = ((...args: unknown[]) => {
+    const started = performance.now();
+    const result = (runCommit as (...a: unknown[]) => unknown)(...args);
+    commitMs += performance.now() - started;
+    return result;
+  }) as typeof statement.run;
+  return statement;
+} as typeof prepare;
 
 process.on('SIGTERM', () => {
   writeFileSync(
