@@ -63,10 +63,6 @@ export function createApiKeyStore(db: Db) {
       return findById.get({ id });
     },
 
-    countLiveKeys(userId: number, now: number): number {
-      return countLive.get({ userId, now })?.n ?? 0;
-    },
-
     /** Inserts unless the user already holds `limit` live keys; the count and the insert share one transaction. */
     insertKeyWithinLimit(row: ApiKeyRow, limit: number): Promise<'inserted' | 'limit-reached'> {
       return writer.write(() => {
