@@ -14,23 +14,30 @@ export const PURGE_BATCH_SIZE = 100;
 // ~10 ms each for as long as a big purge lasted; with it most commits carry none.
 export const PURGE_PAUSE_MS = 5;
 
-/** One full pass; resolves with the number of keys removed. */
+export type PurgeOptions = {
+  batchSize?: number;
+  pauseMs?: number;
+  /** Aborted: the pass ends after the batch in hand (a pass over a million keys lasts a minute). */
+  signal?: AbortSignal;
+};
+
+/** One full pass, or until `signal` aborts; resolves with the number of keys removed. */
 export async function purgeExpiredKeys(
   store: Pick<ApiKeyStore, 'deleteExpiredBatch'>,
   clock: Clock,
-  batchSize = PURGE_BATCH_SIZE,
-  pauseMs = PURGE_PAUSE_MS,
+  { batchSize = PURGE_BATCH_SIZE, pauseMs = PURGE_PAUSE_MS, signal }: PurgeOptions = {},
 ): Promise<number> {
   let removed = 0;
-  for (;;) {
+  while (!signal?.aborted) {
     const batch = await store.deleteExpiredBatch(clock(), batchSize);
     removed += batch;
-    if (batch < batchSize) return removed;
+    if (batch < batchSize) break;
     await sleep(pauseMs);
   }
+  return removed;
 }
 
-/** Runs a pass every `intervalSeconds`; stop() waits for a running pass to finish. */
+/** Runs a pass every `intervalSeconds`; stop() ends a running pass after its current batch. */
 export function startPurgeTimer(options: {
   store: Pick<ApiKeyStore, 'deleteExpiredBatch'>;
   clock: Clock;
@@ -38,10 +45,11 @@ export function startPurgeTimer(options: {
   logger: Logger;
 }): { stop(): Promise<void> } {
   let running: Promise<void> | undefined;
+  const stopping = new AbortController();
   const timer = setInterval(() => {
     if (running) return;
     const started = performance.now();
-    running = purgeExpiredKeys(options.store, options.clock)
+    running = purgeExpiredKeys(options.store, options.clock, { signal: stopping.signal })
       .then((removed) => {
         if (removed > 0) {
           options.logger.info('purge', { removed, ms: Math.round(performance.now() - started) });
@@ -55,6 +63,7 @@ export function startPurgeTimer(options: {
   return {
     async stop() {
       clearInterval(timer);
+      stopping.abort();
       await running;
     },
   };

@@ -35,7 +35,7 @@ describe('purgeExpiredKeys', () => {
         return removed;
       },
     };
-    expect(await purgeExpiredKeys(store, () => k.time.now, 3)).toBe(7);
+    expect(await purgeExpiredKeys(store, () => k.time.now, { batchSize: 3 })).toBe(7);
     expect(batches).toEqual([3, 3, 1]);
   });
 
@@ -49,10 +49,48 @@ describe('purgeExpiredKeys', () => {
         return k.keygate.store.deleteExpiredBatch(now, limit);
       },
     };
-    const purge = purgeExpiredKeys(store, () => k.time.now, 2);
+    const purge = purgeExpiredKeys(store, () => k.time.now, { batchSize: 2 });
     const request = k.req('GET', '/health').then(() => order.push('request'));
     await Promise.all([purge, request]);
     expect(order.indexOf('request')).toBeLessThan(order.lastIndexOf('batch'));
+  });
+});
+
+describe('stopping', () => {
+  it('ends a pass after the batch in hand once the signal aborts', async () => {
+    for (let i = 0; i < 6; i++) await k.createKey(1, { expiresIn: 1 });
+    k.time.now += 1000;
+    const stop = new AbortController();
+    const store = {
+      deleteExpiredBatch: async (now: number, limit: number) => {
+        const removed = await k.keygate.store.deleteExpiredBatch(now, limit);
+        stop.abort();
+        return removed;
+      },
+    };
+    expect(await purgeExpiredKeys(store, () => k.time.now, { batchSize: 2, signal: stop.signal })).toBe(2);
+    expect(count()).toBe(4);
+  });
+
+  it('lets startPurgeTimer.stop() return without waiting for a long pass to finish', async () => {
+    for (let i = 0; i < 6; i++) await k.createKey(1, { expiresIn: 1 });
+    k.time.now += 1000;
+    const firstBatch = Promise.withResolvers<void>();
+    const timer = startPurgeTimer({
+      store: {
+        deleteExpiredBatch: async (now) => {
+          const removed = await k.keygate.store.deleteExpiredBatch(now, 1);
+          firstBatch.resolve();
+          return removed > 0 ? 100 : 0; // claims full batches: the pass would run on and on
+        },
+      },
+      clock: () => k.time.now,
+      intervalSeconds: 0.001,
+      logger: createLogger('silent'),
+    });
+    await firstBatch.promise;
+    await timer.stop();
+    expect(count()).toBeGreaterThan(0);
   });
 });
 
