@@ -56,7 +56,7 @@ function assertWritable(client: Database): void {
 /** Applies every embedded migration not applied yet; running it again is a no-op. */
 export function migrate(db: Db): void {
   // drizzle's own migrate() reads the folder at run time; the dialect's migrate takes the list we embedded.
-  // Both members are internal to drizzle-orm (pinned); test/db/migrations.test.ts guards the contract.
+  // Both members are internal to drizzle-orm (pinned); test/db/database.test.ts migrates a fresh database twice.
   const internals = db as unknown as {
     dialect: {
       migrate(migrations: MigrationMeta[], session: unknown, config: { migrationsFolder: string }): void;
