@@ -1,17 +1,26 @@
 // A database keygate cannot use at start: it exits 2 with one clear line on stderr, and leaves the
 // file exactly as it found it. Root bypasses file modes, so as root the server runs as `nobody`
 // (setpriv); the permission cases are skipped, with the reason, when that is not possible.
-import { afterAll, describe, expect, it } from 'bun:test';
+import { afterAll, beforeAll, describe, expect, it } from 'bun:test';
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pkg from '../../package.json' with { type: 'json' };
 import { openDatabase } from '../../src/db/open';
 
-const CLI = join(import.meta.dir, '..', '..', 'src', 'cli.ts');
 const root = mkdtempSync(join(tmpdir(), 'keygate-start-'));
 chmodSync(root, 0o755);
 afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+// The compiled binary, in a directory any user can read: the unprivileged runs below could not read
+// the sources of a checkout under a private directory (as CI's fresh clone is).
+const binary = join(root, 'keygate');
+beforeAll(() => {
+  const command = pkg.scripts.build.replace('dist/keygate', binary).split(' ');
+  const built = Bun.spawnSync(command, { cwd: join(import.meta.dir, '..', '..'), stderr: 'pipe' });
+  if (built.exitCode !== 0) throw new Error(`build failed: ${built.stderr.toString()}`);
+}, 60_000);
 
 const isRoot = process.getuid?.() === 0;
 const setpriv = Bun.which('setpriv');
@@ -23,14 +32,13 @@ const asUnprivileged = isRoot
   : [];
 
 function start(databaseUrl: string, prefix: string[] = []) {
-  const result = Bun.spawnSync([...prefix, process.execPath, CLI, 'serve'], {
+  const result = Bun.spawnSync([...prefix, binary, 'serve'], {
     env: {
       PATH: process.env.PATH ?? '',
       DATABASE_URL: databaseUrl,
       JWT_SECRET: 'start-failure-tests-secret-32-bytes-long',
       HOST: '127.0.0.1',
       PORT: '0',
-      BUN_RUNTIME_TRANSPILER_CACHE_PATH: '0',
     },
     stdout: 'pipe',
     stderr: 'pipe',
