@@ -5,20 +5,15 @@ import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pkg from '../package.json' with { type: 'json' };
+import { buildBinary, readStartLine } from './support/binary';
 
-const root = join(import.meta.dir, '..');
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-binary-'));
 const binary = join(scratch, 'keygate');
 /** A fresh working directory inside the scratch one, so afterAll removes everything at once. */
 const emptyDir = (label: string) => mkdtempSync(join(scratch, `${label}-`));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-beforeAll(() => {
-  // The same command line as `bun run build`, written elsewhere so a running dist/keygate is left alone.
-  const command = pkg.scripts.build.replace('dist/keygate', binary).split(' ');
-  const built = Bun.spawnSync(command, { cwd: root, stdout: 'pipe', stderr: 'pipe' });
-  if (built.exitCode !== 0) throw new Error(`build failed: ${built.stderr.toString()}`);
-}, 60_000);
+beforeAll(() => buildBinary(binary), 60_000);
 
 function run(args: string[], cwd: string, env: Record<string, string> = {}) {
   const result = Bun.spawnSync([binary, ...args], {
@@ -46,8 +41,7 @@ describe('dist/keygate', () => {
       stderr: 'pipe',
     });
     const reader = (server.stdout as ReadableStream<Uint8Array>).getReader();
-    const { value } = await reader.read();
-    const startLine = JSON.parse(new TextDecoder().decode(value).split('\n')[0] as string);
+    const startLine = await readStartLine(reader);
     expect(startLine).toMatchObject({ msg: 'listening', database: './data/keygate.db' });
     const base = startLine.url.replace(/\/$/, '');
 
@@ -89,8 +83,7 @@ describe('dist/keygate', () => {
     const env = { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', JWT_SECRET: 'x'.repeat(32) };
     const proc = Bun.spawn([binary], { cwd, env, stdout: 'pipe' });
     const lines = (proc.stdout as ReadableStream<Uint8Array>).getReader();
-    const { value } = await lines.read();
-    const port = new URL(JSON.parse(new TextDecoder().decode(value).split('\n')[0] as string).url).port;
+    const port = new URL((await readStartLine(lines)).url).port;
     const token = run(['token', '--sub', '1'], cwd, env).stdout;
     const body = JSON.stringify({ name: 'in flight', level: 1, expiresIn: 60 });
     let answer = '';
@@ -123,8 +116,8 @@ describe('dist/keygate', () => {
     const cwd = emptyDir('port');
     const env = { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', JWT_SECRET: 'x'.repeat(32) };
     const first = Bun.spawn([binary], { cwd, env, stdout: 'pipe' });
-    const { value } = await (first.stdout as ReadableStream<Uint8Array>).getReader().read();
-    const port = new URL(JSON.parse(new TextDecoder().decode(value).split('\n')[0] as string).url).port;
+    const port = new URL((await readStartLine((first.stdout as ReadableStream<Uint8Array>).getReader())).url)
+      .port;
     const second = run(['serve', '--database-url', join(cwd, 'other.db')], cwd, { ...env, PORT: port });
     first.kill('SIGTERM');
     expect(await first.exited).toBe(0);

@@ -6,8 +6,8 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pkg from '../../package.json' with { type: 'json' };
 import { openDatabase } from '../../src/db/open';
+import { buildBinary } from '../support/binary';
 
 const root = mkdtempSync(join(tmpdir(), 'keygate-start-'));
 chmodSync(root, 0o755);
@@ -16,11 +16,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 // The compiled binary, in a directory any user can read: the unprivileged runs below could not read
 // the sources of a checkout under a private directory (as CI's fresh clone is).
 const binary = join(root, 'keygate');
-beforeAll(() => {
-  const command = pkg.scripts.build.replace('dist/keygate', binary).split(' ');
-  const built = Bun.spawnSync(command, { cwd: join(import.meta.dir, '..', '..'), stderr: 'pipe' });
-  if (built.exitCode !== 0) throw new Error(`build failed: ${built.stderr.toString()}`);
-}, 60_000);
+beforeAll(() => buildBinary(binary), 60_000);
 
 const isRoot = process.getuid?.() === 0;
 const setpriv = Bun.which('setpriv');
