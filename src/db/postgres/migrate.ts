@@ -3,8 +3,8 @@
 // held on one reserved connection, lets one replica migrate while the others wait and then find
 // nothing left to do.
 import type { SQL } from 'bun';
-import type { MigrationMeta } from 'drizzle-orm/migrator';
 import type { BunSQLDatabase } from 'drizzle-orm/bun-sql';
+import type { MigrationMeta } from 'drizzle-orm/migrator';
 
 /** An arbitrary constant of keygate's, so the lock does not collide with other advisory locks. */
 export const MIGRATION_LOCK_ID = 0x6b657967; // "keyg"
