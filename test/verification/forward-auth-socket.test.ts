@@ -39,6 +39,11 @@ function exchange(head: string, { bodyExpected = true } = {}): Promise<RawRespon
       reject(new Error(`no complete response; got ${JSON.stringify(received.toString())}`));
     }, 5000);
     socket.on('error', reject);
+    // Closed before a whole response arrived (after one, the promise is already settled).
+    socket.on('close', () => {
+      clearTimeout(timer);
+      reject(new Error(`closed without a complete response; got ${JSON.stringify(received.toString())}`));
+    });
     socket.on('data', (chunk: Buffer) => {
       received = Buffer.concat([received, chunk]);
       const text = received.toString('latin1');
@@ -69,15 +74,30 @@ const request = (method: string, path: string, extra = '') =>
   `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${authorization}\r\n${extra}\r\n`;
 
 describe('forward-auth over a socket', () => {
-  it.each(['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'PROPFIND', 'MKCOL', 'LOCK', 'PURGE'])(
-    'allows %s',
-    async (method) => {
-      const response = await exchange(request(method, '/forward-auth/app?minLevel=3'));
-      expect(response.status).toBe(200);
-      expect(response.headers['x-keygate-user-id']).toBe('42');
-      expect(JSON.parse(response.body).principal.level).toBe(3);
-    },
-  );
+  it.each([
+    'GET',
+    'POST',
+    'PUT',
+    'DELETE',
+    'PATCH',
+    'OPTIONS',
+    'PROPFIND',
+    'MKCOL',
+    'LOCK',
+    'PURGE',
+    'QUERY',
+    'SEARCH',
+    'REPORT',
+  ])('allows %s', async (method) => {
+    const response = await exchange(request(method, '/forward-auth/app?minLevel=3'));
+    expect(response.status).toBe(200);
+    expect(response.headers['x-keygate-user-id']).toBe('42');
+    expect(JSON.parse(response.body).principal.level).toBe(3);
+  });
+
+  it('never sees a method Bun’s HTTP parser does not know: Bun closes the connection (README, choice 25)', async () => {
+    await expect(exchange(request('FOO', '/forward-auth'))).rejects.toThrow();
+  });
 
   it('answers HEAD with the status and identity headers and no body', async () => {
     const response = await exchange(request('HEAD', '/forward-auth'), { bodyExpected: false });
