@@ -2,7 +2,6 @@
 // line after each committed change.
 import { Elysia, t } from 'elysia';
 import type { AuthScheme } from '../auth/plugin';
-import { KEY_ID_PATTERN } from '../auth/secrets';
 import { raiseBodyProblem, readJsonBody } from '../http/body';
 import { requestIdOf } from '../http/edge';
 import { HttpError } from '../http/errors';
@@ -10,7 +9,7 @@ import type { AuditLog } from './audit';
 import { decodeCursor, encodeCursor } from './cursor';
 import { apiKeyModels, CreatedResponse, createKeyBody, ErrorResponse } from './model';
 import type { ApiKeyService } from './service';
-import { MAX_GRACE_PERIOD_SECONDS } from './service';
+import { assertKeyId, MAX_GRACE_PERIOD_SECONDS } from './service';
 
 export type ApiKeyRoutesOptions = {
   /** `jwt` or `key`: the last path segment, naming the scheme. */
@@ -168,16 +167,10 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
 }
 
 /** An absent or empty body means the defaults; anything else is read as JSON under the usual rules. */
-function readOptionalJsonBody(request: Request): Promise<unknown> | unknown {
+function readOptionalJsonBody(request: Request): unknown {
   const length = request.headers.get('content-length');
   if (length === '0' || (length === null && request.body === null)) return {};
   return readJsonBody(request);
-}
-
-function assertKeyId(id: string): void {
-  if (!KEY_ID_PATTERN.test(id)) {
-    throw new HttpError(400, 'The key id must be "kg_" followed by at least 22 letters and digits.');
-  }
 }
 
 function rotateBodyOf(body: unknown): { gracePeriod?: number } {

@@ -30,9 +30,7 @@ export const MAX_GRACE_PERIOD_SECONDS = 30 * 24 * 3600;
 export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiKeyServiceOptions) {
   /** The caller's own live key, or 404 whether it is missing, expired or another user's. */
   async function ownLiveKey(caller: Caller, id: string, action: string): Promise<ApiKeyRow> {
-    if (!KEY_ID_PATTERN.test(id)) {
-      throw new HttpError(400, 'The key id must be "kg_" followed by at least 22 letters and digits.');
-    }
+    assertKeyId(id);
     const row = await store.findKey(id);
     if (!row || row.userId !== caller.userId || row.expiresAt <= clock()) throw keyNotFound();
     if (row.level > caller.level) {
@@ -136,6 +134,13 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
 
   function capReached(): HttpError {
     return new HttpError(409, `You already hold ${maxKeysPerUser} live keys, the most allowed.`);
+  }
+}
+
+/** A `:id` not of the key format is 400, before anything is looked up. */
+export function assertKeyId(id: string): void {
+  if (!KEY_ID_PATTERN.test(id)) {
+    throw new HttpError(400, 'The key id must be "kg_" followed by at least 22 letters and digits.');
   }
 }
 
