@@ -236,9 +236,9 @@ check() { # check PROXY NAME FUNCTION
 base_of() { if [ "$1" = nginx ]; then echo "$NGINX"; else echo "$CADDY"; fi; }
 
 basic_key() {
-  send "$(base_of "$1")" "$2" GET /app/hello?x=1 -H "@$S/basic"
+  send "$(base_of "$1")" "$2" GET '/app/hello?x=1' -H "@$S/basic"
   expect_status 200 && expect_identity 7 3 key "$KEY" "$KEY_EXPIRES" || return 1
-  [ "$(jq -r .path "$WORK/resp")" = /app/hello?x=1 ] || { echo "upstream path: $(jq -r .path "$WORK/resp")"; return 1; }
+  [ "$(jq -r .path "$WORK/resp")" = '/app/hello?x=1' ] || { echo "upstream path: $(jq -r .path "$WORK/resp")"; return 1; }
 }
 xapi_key() {
   send "$(base_of "$1")" "$2" GET /app/hello -H "@$S/xapi"
