@@ -344,5 +344,15 @@ else
   PASSED=$((PASSED + 1))
 fi
 
+# With keygate gone, both proxies fail closed: nothing reaches the application.
+keygate_down() {
+  local want
+  want=$([ "$1" = nginx ] && echo 500 || echo 502)
+  send "$(base_of "$1")" "$2" GET /app/hello -H "@$S/basic"
+  expect_status "$want" && expect_unreached "$2"
+}
+check nginx "keygate stopped: 500, upstream not reached (fails closed)" keygate_down
+check caddy "keygate stopped: 502, upstream not reached (fails closed)" keygate_down
+
 echo "proxy smoke: $PASSED passed, $FAILED failed ($(nginx -v 2>&1 | cut -d/ -f2), caddy $(caddy version | cut -d' ' -f1))"
 [ "$FAILED" = 0 ]
