@@ -22,6 +22,7 @@ describe('loadConfig', () => {
       purgeIntervalSeconds: 60,
       maxExpiresInSeconds: 315360000,
       maxKeysPerUser: 1000,
+      keyCacheSeconds: 10,
       logLevel: 'info',
     });
   });
