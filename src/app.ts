@@ -9,6 +9,7 @@ import { forwardAuthRoutes } from './auth/forward-auth';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
 import type { Verifier } from './auth/verification';
+import { verifyRoutes } from './auth/verify';
 import { requestIdOf } from './http/edge';
 import { errorResponse, HttpError } from './http/errors';
 import type { Logger } from './log';
@@ -86,5 +87,6 @@ export function createApp({ service, store, jwt, verifier, logger, basePath, max
     )
     .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(jwt) }))
     .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }))
+    .use(verifyRoutes(verifier))
     .use(forwardAuthRoutes(verifier));
 }
