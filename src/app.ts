@@ -1,6 +1,7 @@
 // createApp wires the routes, the authentication schemes and the one error mapping; no logic here.
 import { openapi } from '@elysiajs/openapi';
 import { Elysia, ValidationError } from 'elysia';
+import { createAuditLog } from './apikeys/audit';
 import { describeCreateBodyProblem } from './apikeys/model';
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
@@ -30,7 +31,7 @@ export type AppDeps = {
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
 
 export function createApp({ service, store, jwt, verifier, logger, basePath, maxExpiresInSeconds }: AppDeps) {
-  const routes = { service, maxExpiresInSeconds };
+  const routes = { service, maxExpiresInSeconds, audit: createAuditLog(logger) };
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
   return new Elysia({ prefix: basePath, normalize: false, strictPath: true })
     .onError(({ code, error, request, path }) => {
