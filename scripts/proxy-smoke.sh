@@ -95,6 +95,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
     POLICY_ADDED=0
   fi
 fi
+for command in nginx caddy curl jq; do
+  command -v "$command" >/dev/null || fail "$command is not on PATH (after apt-get install, if it ran)"
+done
 log "$(nginx -v 2>&1), caddy $(caddy version | cut -d' ' -f1)"
 
 # ---- 2. keygate and the fixtures ------------------------------------------------------------------
