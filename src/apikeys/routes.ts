@@ -8,15 +8,7 @@ import { requestIdOf } from '../http/edge';
 import { HttpError } from '../http/errors';
 import type { AuditLog } from './audit';
 import { decodeCursor, encodeCursor } from './cursor';
-import {
-  CreatedResponse,
-  createKeyBody,
-  ErrorResponse,
-  KeyListResponse,
-  KeyResponse,
-  RotateBody,
-  RotatedResponse,
-} from './model';
+import { apiKeyModels, CreatedResponse, createKeyBody, ErrorResponse } from './model';
 import type { ApiKeyService } from './service';
 import { MAX_GRACE_PERIOD_SECONDS } from './service';
 
@@ -47,6 +39,7 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
     tags: ['API keys'],
   });
   return new Elysia()
+    .use(apiKeyModels)
     .use(auth)
     .post(
       `/apikeys/${suffix}`,
@@ -107,7 +100,7 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
         };
       },
       {
-        response: { 200: KeyListResponse, 400: ErrorResponse, 401: ErrorResponse, 403: ErrorResponse },
+        response: { 200: 'KeyListResponse', 400: ErrorResponse, 401: ErrorResponse, 403: ErrorResponse },
         detail: {
           ...describe(
             'List your API keys',
@@ -133,7 +126,7 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
       }),
       {
         params: ID_PARAMS,
-        response: { 200: KeyResponse, ...errors },
+        response: { 200: 'KeyResponse', ...errors },
         detail: describe(
           'Get one of your API keys',
           'Never the secret. 404 for a key that is not yours or not live.',
@@ -164,8 +157,8 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
           raiseBodyProblem(context.body);
           context.body = rotateBodyOf(context.body);
         },
-        body: RotateBody,
-        response: { 201: RotatedResponse, ...errors, 409: ErrorResponse, 413: ErrorResponse },
+        body: 'RotateBody',
+        response: { 201: 'RotatedResponse', ...errors, 409: ErrorResponse, 413: ErrorResponse },
         detail: describe(
           'Rotate one of your API keys',
           'A new key with the same name, level and expiry; the old one keeps working for gracePeriod seconds (default 0). The new secret is in this response only.',

@@ -2,7 +2,7 @@
 // ext_authz): `/forward-auth` and `/forward-auth/<anything>`, any method, the body never read. The
 // credential is the request's own headers, as for the /jwt and /key endpoints.
 import { Elysia } from 'elysia';
-import { ErrorResponse, ForwardAuthResponse } from '../apikeys/model';
+import { apiKeyModels, ErrorResponse } from '../apikeys/model';
 import { HttpError } from '../http/errors';
 import { readBearer, readKeyAndSecret } from './credentials';
 import type { Principal, Verdict, Verifier } from './verification';
@@ -25,7 +25,12 @@ export function forwardAuthRoutes(verifier: Verifier) {
   const options = {
     // The body is never read, whatever the method and its Content-Type.
     parse: 'none' as const,
-    response: { 200: ForwardAuthResponse, 400: ErrorResponse, 401: ErrorResponse, 403: ErrorResponse },
+    response: {
+      200: 'ForwardAuthResponse' as const,
+      400: ErrorResponse,
+      401: ErrorResponse,
+      403: ErrorResponse,
+    },
     detail: {
       summary: 'Forward-auth for a reverse proxy (any method)',
       description:
@@ -34,9 +39,13 @@ export function forwardAuthRoutes(verifier: Verifier) {
       tags: ['Verification'],
     },
   };
-  return new Elysia()
-    .all(FORWARD_AUTH_PATH, handler, options)
-    .all(`${FORWARD_AUTH_PATH}/*`, handler, options);
+  return (
+    new Elysia()
+      .use(apiKeyModels)
+      .all(FORWARD_AUTH_PATH, handler, options)
+      // Documented once, on the route above: "/forward-auth/*" is not an OpenAPI path template.
+      .all(`${FORWARD_AUTH_PATH}/*`, handler, { ...options, detail: { ...options.detail, hide: true } })
+  );
 }
 
 /** Credentials first (401, 403), then the query (400), then the level (403). */

@@ -1,7 +1,7 @@
 // POST /apikeys/verify: no caller authentication; the body carries the credential to check, and a
 // well-formed body always gets 200 with a code (it tells the holder only what using it would).
 import { Elysia } from 'elysia';
-import { ErrorResponse, isLevel, VerifyBody, VerifyResponse } from '../apikeys/model';
+import { apiKeyModels, ErrorResponse, isLevel } from '../apikeys/model';
 import { raiseBodyProblem, readJsonBody } from '../http/body';
 import { HttpError } from '../http/errors';
 import type { Verifier } from './verification';
@@ -9,7 +9,7 @@ import type { Verifier } from './verification';
 type Credential = { key: string; secret: string; minLevel: number } | { token: string; minLevel: number };
 
 export function verifyRoutes(verifier: Verifier) {
-  return new Elysia().post(
+  return new Elysia().use(apiKeyModels).post(
     '/apikeys/verify',
     async ({ body, set }) => {
       const credential = body as unknown as Credential;
@@ -27,8 +27,8 @@ export function verifyRoutes(verifier: Verifier) {
         raiseBodyProblem(context.body);
         context.body = credentialOf(context.body) as unknown as typeof context.body;
       },
-      body: VerifyBody,
-      response: { 200: VerifyResponse, 400: ErrorResponse, 413: ErrorResponse },
+      body: 'VerifyBody',
+      response: { 200: 'VerifyResponse', 400: ErrorResponse, 413: ErrorResponse },
       detail: {
         summary: 'Verify a key and secret, or a token',
         description:

@@ -9,12 +9,10 @@ beforeEach(() => {
 });
 afterEach(() => k.close());
 
+/** Credentials for user 42 at `level` under each scheme. */
 const schemes = {
-  jwt: (level = 8) => k.bearer(42, level),
-  key: async (level = 8) => {
-    const caller = await k.createKey(42, { level, name: 'caller' });
-    return k.basic(caller.key, caller.secret);
-  },
+  jwt: (level?: number) => k.credentials('jwt', 42, level),
+  key: (level?: number) => k.credentials('key', 42, level),
 };
 type Scheme = keyof typeof schemes;
 

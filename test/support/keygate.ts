@@ -86,6 +86,13 @@ export function testKeygate(env: Record<string, string> = {}) {
     };
   }
 
+  /** Credentials of user `sub` at `level` for a scheme: a token, or a fresh key of that user. */
+  async function credentials(scheme: 'jwt' | 'key', sub: number, level = 8) {
+    if (scheme === 'jwt') return bearer(sub, level);
+    const caller = await createKey(sub, { level, name: 'caller' });
+    return basic(caller.key, caller.secret);
+  }
+
   return {
     config,
     keygate,
@@ -95,6 +102,7 @@ export function testKeygate(env: Record<string, string> = {}) {
     bearer,
     basic,
     createKey,
+    credentials,
     logLines,
     close: () => keygate.close(),
   };
