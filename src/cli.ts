@@ -12,11 +12,11 @@ import {
   type SettingName,
   settingOfFlag,
 } from './config';
-import { appliedMigrationCount, openDatabase } from './db/open';
-import { createSqliteApiKeyStore } from './db/sqlite-store';
+import { redactedUrl } from './db/postgres/open';
 import { purgeExpiredKeys } from './jobs/purge';
+import { openStore } from './keygate';
 import { createLogger } from './log';
-import { serve } from './serve';
+import { type RunningServer, serve } from './serve';
 import { VERSION } from './version';
 
 const COMMANDS = ['serve', 'token', 'purge', 'migrate', 'healthcheck'] as const;
@@ -95,16 +95,16 @@ async function run(argv: string[]): Promise<number> {
     case 'token':
       return print(await mintToken(config, parsed.options));
     case 'purge': {
-      const db = openDatabase(config.databaseUrl);
-      const removed = await purgeExpiredKeys(createSqliteApiKeyStore(db), systemClock);
-      db.$client.close();
+      const { store } = await openStore(config, { listen: false });
+      const removed = await purgeExpiredKeys(store, systemClock);
+      await store.close();
       return print(`purged ${removed} expired keys`);
     }
     case 'migrate': {
-      const db = openDatabase(config.databaseUrl);
-      const applied = appliedMigrationCount(db);
-      db.$client.close();
-      return print(`database ${config.databaseUrl} is at migration ${applied}`);
+      const { store, database, appliedMigrations } = await openStore(config, { listen: false });
+      const applied = await appliedMigrations();
+      await store.close();
+      return print(`database ${database} is at migration ${applied}`);
     }
     case 'healthcheck':
       return healthcheck(config);
@@ -151,15 +151,15 @@ async function healthcheck(config: Config): Promise<number> {
   return 1;
 }
 
-function runServer(config: Config): Promise<number> {
+async function runServer(config: Config): Promise<number> {
   const logger = createLogger(config.logLevel);
-  let server: ReturnType<typeof serve>;
+  let server: RunningServer;
   try {
-    server = serve(config, { jwtSecret: resolveJwtSecret(config), logger });
+    server = await serve(config, { jwtSecret: resolveJwtSecret(config), logger });
   } catch (error) {
     if (error instanceof ConfigError) throw error;
     throw new StartupError(
-      `cannot start with database ${config.databaseUrl} on ${config.host}:${config.port}: ${(error as Error).message}`,
+      `cannot start with database ${redactedUrl(config.databaseUrl)} on ${config.host}:${config.port}: ${(error as Error).message}`,
     );
   }
   return new Promise((resolve) => {

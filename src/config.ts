@@ -10,6 +10,8 @@ export type Config = Readonly<{
   port: number;
   host: string;
   databaseUrl: string;
+  /** PostgreSQL only: connections in this replica's pool. */
+  databasePoolSize: number;
   /** Unset: a random secret is created once in the data directory (see auth/jwt-secret.ts). */
   jwtSecret: string | undefined;
   jwtIssuer: string | undefined;
@@ -27,7 +29,11 @@ export type Config = Readonly<{
 export const SETTINGS = {
   PORT: { default: '3000', help: 'TCP port to listen on (0 picks a free one)' },
   HOST: { default: '0.0.0.0', help: 'address to listen on' },
-  DATABASE_URL: { default: './data/keygate.db', help: 'SQLite file path, or :memory:' },
+  DATABASE_URL: {
+    default: './data/keygate.db',
+    help: 'SQLite file path, :memory:, or postgres://user:password@host:port/database',
+  },
+  DATABASE_POOL_SIZE: { default: '10', help: 'PostgreSQL connections per replica' },
   JWT_SECRET: {
     default: undefined,
     help: 'HS256 secret, at least 32 bytes (unset: generated once in the data directory)',
@@ -75,6 +81,7 @@ export function loadConfig(
     port: integer('PORT', raw('PORT'), 0, 65535),
     host: nonEmpty('HOST', raw('HOST')),
     databaseUrl: nonEmpty('DATABASE_URL', raw('DATABASE_URL')),
+    databasePoolSize: integer('DATABASE_POOL_SIZE', raw('DATABASE_POOL_SIZE'), 1, 1000),
     jwtSecret,
     jwtIssuer: raw('JWT_ISSUER'),
     jwtAudience: raw('JWT_AUDIENCE'),

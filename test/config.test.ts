@@ -15,6 +15,7 @@ describe('loadConfig', () => {
       port: 3000,
       host: '0.0.0.0',
       databaseUrl: './data/keygate.db',
+      databasePoolSize: 10,
       jwtSecret: undefined,
       jwtIssuer: undefined,
       jwtAudience: undefined,

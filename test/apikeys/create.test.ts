@@ -3,9 +3,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import { START, type TestKeygate, type TestResponse, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate();
+beforeEach(async () => {
+  k = await testKeygate();
 });
+afterEach(() => k.close());
 afterEach(() => k.close());
 
 const VALID = { name: 'ci', level: 3, expiresIn: 3600 };

@@ -5,6 +5,8 @@ import { spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { SQL } from 'bun';
+import { openPostgres } from '../../src/db/postgres/open';
 
 export type ThrowawayPostgres = {
   /** `postgres://…` for the database `keygate`. */
@@ -18,7 +20,7 @@ export type ThrowawayPostgres = {
   stop(): void;
   /** Starts it again on the same port and data. */
   start(): void;
-  /** Stops it and removes its directory. */
+  /** Stops it at once (its data is thrown away) and removes its directory. */
   destroy(): void;
 };
 
@@ -45,7 +47,7 @@ export function postgresBin(): string {
   return join(SERVER_ROOT, version, 'bin');
 }
 
-export async function startPostgres(): Promise<ThrowawayPostgres> {
+export async function startPostgres({ maxConnections = 100 } = {}): Promise<ThrowawayPostgres> {
   const bin = postgresBin();
   const root = process.getuid?.() === 0;
   const dir = mkdtempSync(join(tmpdir(), 'keygate-pg-'));
@@ -58,10 +60,11 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
       : run(join(bin, command), args);
   as('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-instructions']);
   const port = await freePort();
-  const options = `-c listen_addresses=127.0.0.1 -p ${port} -k ${dir} -c fsync=on -c synchronous_commit=on`;
+  const options = `-c listen_addresses=127.0.0.1 -p ${port} -k ${dir} -c fsync=on -c synchronous_commit=on -c max_connections=${maxConnections}`;
   const start = () =>
     as('pg_ctl', ['-D', data, '-l', join(dir, 'log'), '-o', options, '-w', '-t', '30', 'start']);
-  const stop = () => as('pg_ctl', ['-D', data, '-m', 'fast', '-w', '-t', '30', 'stop']);
+  const stop = (mode: 'fast' | 'immediate' = 'fast') =>
+    as('pg_ctl', ['-D', data, '-m', mode, '-w', '-t', '30', 'stop']);
   start();
   const urlOf = (name: string) => `postgres://postgres@127.0.0.1:${port}/${name}`;
   const psql = (sql: string) =>
@@ -86,7 +89,8 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
       running = true;
     },
     destroy() {
-      if (running) stop();
+      // Immediate: no shutdown checkpoint, which after hundreds of test databases takes seconds.
+      if (running) stop('immediate');
       running = false;
       rmSync(dir, { recursive: true, force: true });
     },
@@ -121,4 +125,47 @@ async function freePort(): Promise<number> {
   const { port } = listener;
   listener.stop(true);
   return port;
+}
+
+// ------------------------------------------------------------ one server for a whole `bun test` run
+
+/** Which engine the behaviour suite runs on: `KEYGATE_TEST_DATABASE=postgres bun test …` picks PostgreSQL. */
+export const TEST_ENGINE: 'sqlite' | 'postgres' =
+  process.env.KEYGATE_TEST_DATABASE === 'postgres' ? 'postgres' : 'sqlite';
+
+const TEMPLATE = 'keygate_template';
+let shared: Promise<{ server: ThrowawayPostgres; admin: SQL }> | undefined;
+let databases = 0;
+
+/** The run's throwaway server (started on first use, stopped when the test process exits). */
+export function sharedPostgres(): Promise<{ server: ThrowawayPostgres; admin: SQL }> {
+  shared ??= (async () => {
+    const server = await startPostgres({ maxConnections: 2000 });
+    // The preloaded afterAll (teardown.ts) stops it; this is the fallback for a run that dies early.
+    process.on('exit', () => server.destroy());
+    // A migrated template: each test database is a copy of it, made in a few milliseconds.
+    const templateUrl = server.createDatabase(TEMPLATE);
+    const db = await openPostgres(templateUrl, 1);
+    await db.$client.close();
+    const admin = new SQL(server.url.replace(/\/keygate$/, '/postgres'), { max: 1 });
+    return { server, admin };
+  })();
+  return shared;
+}
+
+/** A fresh, migrated, empty database on the run's server; its URL. */
+export async function freshPostgresDatabase(): Promise<string> {
+  const { server, admin } = await sharedPostgres();
+  const name = `keygate_test_${process.pid}_${++databases}`;
+  await admin.unsafe(`CREATE DATABASE ${name} TEMPLATE ${TEMPLATE}`);
+  return server.url.replace(/\/keygate$/, `/${name}`);
+}
+
+/** Closes the admin connection and stops the run's server, if one was started. */
+export async function stopSharedPostgres(): Promise<void> {
+  if (shared === undefined) return;
+  const { server, admin } = await shared;
+  shared = undefined;
+  await admin.close();
+  server.destroy();
 }

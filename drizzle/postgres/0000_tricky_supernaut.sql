@@ -9,4 +9,5 @@ CREATE TABLE "api_keys" (
 );
 --> statement-breakpoint
 CREATE INDEX "api_keys_user_expires" ON "api_keys" USING btree ("user_id","expires_at");--> statement-breakpoint
+CREATE INDEX "api_keys_user_created" ON "api_keys" USING btree ("user_id","created_at","id");--> statement-breakpoint
 CREATE INDEX "api_keys_expires" ON "api_keys" USING btree ("expires_at");
