@@ -121,6 +121,12 @@ async function mintToken(config: Config, options: Record<string, string>): Promi
   const level =
     options['--level'] === undefined ? undefined : wholeNumber('--level', options['--level'], 0, 8);
   const ttlSeconds = wholeNumber('--ttl', options['--ttl'] ?? '3600', 1, 315_360_000);
+  if (config.jwtKeySource !== 'secret') {
+    const setting = config.jwtKeySource === 'jwks' ? 'JWT_JWKS_URL' : 'JWT_PUBLIC_KEY';
+    throw new UsageError(
+      `keygate token signs only HS256 tokens with JWT_SECRET; with ${setting} set, tokens come from your identity provider.`,
+    );
+  }
   const jwt = createJwtAuthority({
     secret: resolveJwtSecret(config),
     issuer: config.jwtIssuer,
@@ -155,7 +161,9 @@ function runServer(config: Config): Promise<number> {
   const logger = createLogger(config.logLevel);
   let server: ReturnType<typeof serve>;
   try {
-    server = serve(config, { jwtSecret: resolveJwtSecret(config), logger });
+    // With an identity provider's keys no secret is read or created.
+    const jwtSecret = config.jwtKeySource === 'secret' ? resolveJwtSecret(config) : undefined;
+    server = serve(config, { jwtSecret, logger });
   } catch (error) {
     if (error instanceof ConfigError) throw error;
     throw new StartupError(

@@ -4,7 +4,8 @@ import { createKeyCache } from './apikeys/key-cache';
 import { createApiKeyService } from './apikeys/service';
 import { createApp } from './app';
 import { FORWARD_AUTH_PATH } from './auth/forward-auth';
-import { createJwtAuthority } from './auth/jwt';
+import { createJwtAuthority, type JwtKeySource } from './auth/jwt';
+import type { AsymmetricAlgorithm } from './auth/jwt-keys';
 import { createVerifier } from './auth/verification';
 import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
@@ -17,16 +18,27 @@ export type Keygate = ReturnType<typeof createKeygate>;
 
 export function createKeygate(
   config: Config,
-  { jwtSecret, logger, clock = systemClock }: { jwtSecret: string; logger: Logger; clock?: Clock },
+  {
+    jwtSecret,
+    logger,
+    clock = systemClock,
+  }: {
+    /** The HS256 secret (see auth/jwt-secret.ts); unused when tokens come from an identity provider. */
+    jwtSecret?: string;
+    logger: Logger;
+    clock?: Clock;
+  },
 ) {
   const db = openDatabase(config.databaseUrl);
   const store = createSqliteApiKeyStore(db);
   const keys = createKeyCache({ store, clock, ttlSeconds: config.keyCacheSeconds });
   const service = createApiKeyService({ store, keys, clock, maxKeysPerUser: config.maxKeysPerUser });
   const jwt = createJwtAuthority({
-    secret: jwtSecret,
+    ...jwtKeySource(config, jwtSecret),
     issuer: config.jwtIssuer,
     audience: config.jwtAudience,
+    clockToleranceSeconds: config.jwtClockToleranceSeconds,
+    maxExpiresInSeconds: config.maxExpiresInSeconds,
     clock,
   });
   const app = createApp({
@@ -40,6 +52,7 @@ export function createKeygate(
   });
   const handle = withHttpEdge((request) => app.handle(request), logger, {
     bodyIgnoredUnder: [`${config.basePath}${FORWARD_AUTH_PATH}`],
+    explainTokenRefusals: config.logLevel === 'debug',
   });
   return {
     db,
@@ -54,4 +67,16 @@ export function createKeygate(
       db.$client.close();
     },
   };
+}
+
+function jwtKeySource(config: Config, jwtSecret: string | undefined): JwtKeySource {
+  const algorithms = config.jwtAlgorithms as readonly AsymmetricAlgorithm[];
+  if (config.jwtKeySource === 'jwks' && config.jwtJwksUrl !== undefined) {
+    return { jwks: { url: config.jwtJwksUrl }, algorithms };
+  }
+  if (config.jwtKeySource === 'public-key' && config.jwtPublicKey !== undefined) {
+    return { publicKey: config.jwtPublicKey, algorithms };
+  }
+  if (jwtSecret === undefined) throw new Error('keygate needs its JWT secret (auth/jwt-secret.ts)');
+  return { secret: jwtSecret };
 }

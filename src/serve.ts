@@ -16,7 +16,7 @@ export type RunningServer = { url: URL; stop(): Promise<void> };
 
 export function serve(
   config: Config,
-  { jwtSecret, logger }: { jwtSecret: string; logger: Logger },
+  { jwtSecret, logger }: { jwtSecret: string | undefined; logger: Logger },
 ): RunningServer {
   const keygate = createKeygate(config, { jwtSecret, logger });
   const server = Bun.serve({
