@@ -151,7 +151,7 @@ describe('refusal reasons', () => {
   it.each<[string, () => string, TokenRefusal]>([
     [
       'bad signature',
-      () => rawToken(`{"sub":"1","exp":${nowS + 60}}`).slice(0, -4) + 'AAAA',
+      () => `${rawToken(`{"sub":"1","exp":${nowS + 60}}`).slice(0, -4)}AAAA`,
       'bad-signature',
     ],
     ['HS384', () => rawToken(`{"sub":"1","exp":${nowS + 60}}`, '{"alg":"HS384"}'), 'algorithm-not-allowed'],
