@@ -31,8 +31,12 @@ export type JwksOptions = {
 };
 
 export type JwksKeySet = JWTVerifyGetKey & {
-  /** Fetches attempted so far (for tests and the debug view). */
+  /** Fetches attempted so far. */
   readonly fetches: number;
+  /** Counts the key sets loaded: a token verified under an older one is checked again. */
+  readonly generation: number;
+  /** The keys are due for a refresh: the next token should go through the key set. */
+  readonly due: boolean;
 };
 
 export function createJwksKeySet({
@@ -47,6 +51,7 @@ export function createJwksKeySet({
   let loadedAt = Number.NEGATIVE_INFINITY;
   let pending: Promise<void> | undefined;
   let fetches = 0;
+  let generation = 0;
 
   const load = (): Promise<void> => {
     pending ??= (async () => {
@@ -56,6 +61,7 @@ export function createJwksKeySet({
         const keys = await fetchKeySet(url, timeoutMs);
         local = createLocalJWKSet(keys);
         loadedAt = clock();
+        generation++;
       } finally {
         pending = undefined;
       }
@@ -63,6 +69,7 @@ export function createJwksKeySet({
     return pending;
   };
   const mayFetch = () => clock() - attemptedAt >= cooldownMs;
+  const due = () => clock() - loadedAt >= refreshMs && mayFetch();
 
   const getKey = async (...args: Parameters<JWTVerifyGetKey>) => {
     if (local === undefined) {
@@ -70,7 +77,7 @@ export function createJwksKeySet({
       await load().catch((error: unknown) => {
         throw new JwksUnavailable(`the JWKS endpoint failed: ${(error as Error).message}`);
       });
-    } else if (clock() - loadedAt >= refreshMs && mayFetch()) {
+    } else if (due()) {
       await load().catch(() => {}); // a failed refresh keeps the keys in hand
     }
     const held = local as ReturnType<typeof createLocalJWKSet>;
@@ -83,7 +90,11 @@ export function createJwksKeySet({
       return (local as ReturnType<typeof createLocalJWKSet>)(...args);
     }
   };
-  return Object.defineProperty(getKey, 'fetches', { get: () => fetches }) as JwksKeySet;
+  return Object.defineProperties(getKey, {
+    fetches: { get: () => fetches },
+    generation: { get: () => generation },
+    due: { get: () => local !== undefined && due() },
+  }) as JwksKeySet;
 }
 
 async function fetchKeySet(url: string, timeoutMs: number): Promise<{ keys: JWK[] }> {

@@ -5,10 +5,10 @@
 // canonical base64url (one string per token, not eight). A refusal says why, for the debug log.
 // A verified token is remembered until its `exp`: clients reuse a token for many requests, and the
 // signature check was the largest single cost of a create (bench/RESULTS.md, History); every time
-// check is re-run on each hit, so the cache never lets a token outlive one.
+// check is re-run on each hit, so the cache never lets a token outlive one, nor its JWKS key.
 import { errors, importSPKI, type JWTVerifyGetKey, jwtVerify, SignJWT } from 'jose';
 import type { Clock } from '../clock';
-import { createJwksKeySet, JwksUnavailable } from './jwks';
+import { createJwksKeySet, type JwksKeySet, JwksUnavailable } from './jwks';
 import type { AsymmetricAlgorithm, JwtAlgorithm } from './jwt-keys';
 
 export const JWT_ALGORITHM = 'HS256';
@@ -67,7 +67,8 @@ export const VERIFIED_TOKEN_CACHE_SIZE = 10_000;
 /** The time claims, in seconds, checked again on every cache hit. */
 type TimeClaims = { exp: number; nbf: number | undefined; iat: number | undefined };
 
-type VerifiedToken = { check: TokenCheck; times: TimeClaims };
+/** `generation`: the JWKS key set the token was verified under (0 for a fixed key). */
+type VerifiedToken = { check: TokenCheck; times: TimeClaims; generation: number };
 
 const refusals = new Map<TokenRefusal, TokenCheck>();
 function refused(reason: TokenRefusal): TokenCheck {
@@ -80,7 +81,11 @@ function refused(reason: TokenRefusal): TokenCheck {
 }
 
 export function createJwtAuthority(options: JwtOptions): JwtAuthority {
-  const { key, algorithms } = verificationKey(options);
+  const { key, algorithms, keySet } = verificationKey(options);
+  // With a JWKS, a remembered token is checked again once the keys are due for a refresh or have
+  // changed, so a key the provider withdrew stops its tokens too.
+  const currentKeys = (): number | undefined =>
+    keySet === undefined ? 0 : keySet.due ? undefined : keySet.generation;
   const tolerance = options.clockToleranceSeconds ?? 0;
   const maxAhead = options.maxExpiresInSeconds ?? DEFAULT_MAX_EXPIRES_IN_SECONDS;
 
@@ -99,7 +104,9 @@ export function createJwtAuthority(options: JwtOptions): JwtAuthority {
       const now = Math.floor(options.clock() / 1000);
       const known = verified.get(token);
       if (known !== undefined) {
-        if (timeRefusal(known.times, now) === undefined) return known.check;
+        if (known.generation === currentKeys() && timeRefusal(known.times, now) === undefined) {
+          return known.check;
+        }
         verified.delete(token);
       }
       if (!isCanonicalCompact(token)) return refused('malformed');
@@ -128,7 +135,7 @@ export function createJwtAuthority(options: JwtOptions): JwtAuthority {
         identity: Object.freeze({ userId, level, expiresAt: times.exp * 1000 }),
       });
       if (verified.size >= VERIFIED_TOKEN_CACHE_SIZE) verified.delete(verified.keys().next().value as string);
-      verified.set(token, { check, times });
+      verified.set(token, { check, times, generation: keySet?.generation ?? 0 });
       return check;
     },
     async sign({ sub, level, ttlSeconds }) {
@@ -155,6 +162,7 @@ type VerificationKey = CryptoKey | JWTVerifyGetKey;
 function verificationKey(options: JwtOptions): {
   key: Promise<VerificationKey>;
   algorithms: readonly JwtAlgorithm[];
+  keySet?: JwksKeySet;
 } {
   if ('secret' in options) {
     // Imported once: given raw bytes, jose imports a CryptoKey on every call.
@@ -169,7 +177,7 @@ function verificationKey(options: JwtOptions): {
   }
   if ('jwks' in options) {
     const keySet = createJwksKeySet({ ...options.jwks, clock: options.clock });
-    return { key: Promise.resolve(keySet), algorithms: options.algorithms };
+    return { key: Promise.resolve(keySet), algorithms: options.algorithms, keySet };
   }
   // One PEM, imported once per algorithm it is used with (an RSA key serves RS256 and PS256 alike).
   const imported = new Map<string, Promise<CryptoKey>>();

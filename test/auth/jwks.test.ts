@@ -133,6 +133,34 @@ describe('JWT_JWKS_URL', () => {
     expect(lastRefusal()).toBe('unknown-kid');
   });
 
+  it('stops a remembered token once the refresh finds its key withdrawn', async () => {
+    const jwt = await token(ec, { exp: nowS() + 3600 });
+    const verify = async () => (await k.req('POST', '/apikeys/verify', { body: { token: jwt } })).json.code;
+    expect(await verify()).toBe('VALID');
+    provider.published = [rsa.jwk];
+    k.time.now += 599_999;
+    expect(await verify()).toBe('VALID'); // remembered, and the keys are not due yet
+    expect(provider.requests).toBe(1);
+    k.time.now += 1;
+    expect(await verify()).toBe('INVALID_TOKEN');
+    expect(lastRefusal()).toBe('unknown-kid');
+    expect(provider.requests).toBe(2);
+  });
+
+  it('keeps remembered tokens valid through a refresh that fails, and one that changes nothing', async () => {
+    const jwt = await token(ec, { exp: nowS() + 7200 });
+    const verify = async () => (await k.req('POST', '/apikeys/verify', { body: { token: jwt } })).json.code;
+    expect(await verify()).toBe('VALID');
+    k.time.now += 600_000;
+    expect(await verify()).toBe('VALID');
+    expect(provider.requests).toBe(2);
+    provider.down = true;
+    k.time.now += 600_000;
+    expect(await verify()).toBe('VALID');
+    expect(await verify()).toBe('VALID');
+    expect(provider.requests).toBe(3);
+  });
+
   it('keeps accepting from its cache while the provider is down, through refresh and refetch attempts', async () => {
     expect((await create(await token(rsa))).status).toBe(201);
     provider.down = true;
