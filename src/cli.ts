@@ -117,16 +117,17 @@ function print(line: string): number {
 }
 
 async function mintToken(config: Config, options: Record<string, string>): Promise<string> {
-  const sub = wholeNumber('--sub', options['--sub'], 0, Number.MAX_SAFE_INTEGER);
-  const level =
-    options['--level'] === undefined ? undefined : wholeNumber('--level', options['--level'], 0, 8);
-  const ttlSeconds = wholeNumber('--ttl', options['--ttl'] ?? '3600', 1, 315_360_000);
   if (config.jwtKeySource !== 'secret') {
     const setting = config.jwtKeySource === 'jwks' ? 'JWT_JWKS_URL' : 'JWT_PUBLIC_KEY';
     throw new UsageError(
       `keygate token signs only HS256 tokens with JWT_SECRET; with ${setting} set, tokens come from your identity provider.`,
     );
   }
+  const sub = wholeNumber('--sub', options['--sub'], 0, Number.MAX_SAFE_INTEGER);
+  const level =
+    options['--level'] === undefined ? undefined : wholeNumber('--level', options['--level'], 0, 8);
+  // A token living longer than MAX_EXPIRES_IN_SECONDS would be refused by the server.
+  const ttlSeconds = wholeNumber('--ttl', options['--ttl'] ?? '3600', 1, config.maxExpiresInSeconds);
   const jwt = createJwtAuthority({
     secret: resolveJwtSecret(config),
     issuer: config.jwtIssuer,

@@ -43,11 +43,20 @@ describe('keygate token', () => {
           }
         : env;
     expectOneLine(
-      run(['token', '--sub', '1'], settings),
+      run(['token'], settings), // said before any flag is checked
       new RegExp(
         `^keygate: keygate token signs only HS256 tokens with JWT_SECRET; with ${setting} set, tokens come from your identity provider\\.$`,
       ),
     );
+  });
+
+  it('refuses a --ttl beyond MAX_EXPIRES_IN_SECONDS, which the server would refuse', () => {
+    const env = { JWT_SECRET: 'x'.repeat(32), MAX_EXPIRES_IN_SECONDS: '60' };
+    expectOneLine(
+      run(['token', '--sub', '1', '--ttl', '61'], env),
+      /--ttl must be an integer from 1 to 60\.$/,
+    );
+    expect(run(['token', '--sub', '1', '--ttl', '60'], env).code).toBe(0);
   });
 
   it('mints with the secret read from JWT_SECRET_FILE', async () => {
