@@ -79,7 +79,7 @@ Commands:
 
 Settings (environment variable, or the flag beside it):
 ${(Object.keys(SETTINGS) as SettingName[])
-  .map((name) => `  ${name.padEnd(24)}${flagOf(name).padEnd(28)}${SETTINGS[name].help}`)
+  .map((name) => `  ${name.padEnd(29)}${flagOf(name).padEnd(33)}${SETTINGS[name].help}`)
   .join('\n')}
 
   --help, --version`;

@@ -60,7 +60,7 @@ export const SETTINGS = {
   JWT_PUBLIC_KEY_FILE: { default: undefined, help: 'a file holding JWT_PUBLIC_KEY' },
   JWT_ALGORITHMS: {
     default: undefined,
-    help: `with JWT_JWKS_URL or JWT_PUBLIC_KEY: a comma list from RS256, RS384, RS512, PS256, ES256, ES384, EdDSA (default ${DEFAULT_ASYMMETRIC_ALGORITHMS.join(',')})`,
+    help: `with a JWKS or PEM key: allowed algorithms, a comma list (default ${DEFAULT_ASYMMETRIC_ALGORITHMS.join(',')})`,
   },
   JWT_CLOCK_TOLERANCE_SECONDS: {
     default: '0',
