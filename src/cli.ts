@@ -79,7 +79,7 @@ Commands:
 
 Settings (environment variable, or the flag beside it):
 ${(Object.keys(SETTINGS) as SettingName[])
-  .map((name) => `  ${name.padEnd(24)}${flagOf(name).padEnd(28)}${SETTINGS[name].help}`)
+  .map((name) => `  ${name.padEnd(29)}${flagOf(name).padEnd(33)}${SETTINGS[name].help}`)
   .join('\n')}
 
   --help, --version`;
@@ -117,10 +117,17 @@ function print(line: string): number {
 }
 
 async function mintToken(config: Config, options: Record<string, string>): Promise<string> {
+  if (config.jwtKeySource !== 'secret') {
+    const setting = config.jwtKeySource === 'jwks' ? 'JWT_JWKS_URL' : 'JWT_PUBLIC_KEY';
+    throw new UsageError(
+      `keygate token signs only HS256 tokens with JWT_SECRET; with ${setting} set, tokens come from your identity provider.`,
+    );
+  }
   const sub = wholeNumber('--sub', options['--sub'], 0, Number.MAX_SAFE_INTEGER);
   const level =
     options['--level'] === undefined ? undefined : wholeNumber('--level', options['--level'], 0, 8);
-  const ttlSeconds = wholeNumber('--ttl', options['--ttl'] ?? '3600', 1, 315_360_000);
+  // A token living longer than MAX_EXPIRES_IN_SECONDS would be refused by the server.
+  const ttlSeconds = wholeNumber('--ttl', options['--ttl'] ?? '3600', 1, config.maxExpiresInSeconds);
   const jwt = createJwtAuthority({
     secret: resolveJwtSecret(config),
     issuer: config.jwtIssuer,
@@ -155,7 +162,9 @@ async function runServer(config: Config): Promise<number> {
   const logger = createLogger(config.logLevel);
   let server: RunningServer;
   try {
-    server = await serve(config, { jwtSecret: resolveJwtSecret(config), logger });
+    // With an identity provider's keys no secret is read or created.
+    const jwtSecret = config.jwtKeySource === 'secret' ? resolveJwtSecret(config) : undefined;
+    server = await serve(config, { jwtSecret, logger });
   } catch (error) {
     if (error instanceof ConfigError) throw error;
     throw new StartupError(

@@ -7,7 +7,8 @@ import { createApiKeyService } from './apikeys/service';
 import type { ApiKeyStore } from './apikeys/store';
 import { createApp } from './app';
 import { FORWARD_AUTH_PATH } from './auth/forward-auth';
-import { createJwtAuthority } from './auth/jwt';
+import { createJwtAuthority, type JwtKeySource } from './auth/jwt';
+import type { AsymmetricAlgorithm } from './auth/jwt-keys';
 import { createVerifier } from './auth/verification';
 import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
@@ -72,16 +73,27 @@ export type Keygate = Awaited<ReturnType<typeof createKeygate>>;
 
 export async function createKeygate(
   config: Config,
-  { jwtSecret, logger, clock = systemClock }: { jwtSecret: string; logger: Logger; clock?: Clock },
+  {
+    jwtSecret,
+    logger,
+    clock = systemClock,
+  }: {
+    /** The HS256 secret (see auth/jwt-secret.ts); unused when tokens come from an identity provider. */
+    jwtSecret?: string;
+    logger: Logger;
+    clock?: Clock;
+  },
 ) {
   const opened = await openStore(config);
   const { store } = opened;
   const keys = createKeyCache({ store, clock, ttlSeconds: config.keyCacheSeconds });
   const service = createApiKeyService({ store, keys, clock, maxKeysPerUser: config.maxKeysPerUser });
   const jwt = createJwtAuthority({
-    secret: jwtSecret,
+    ...jwtKeySource(config, jwtSecret),
     issuer: config.jwtIssuer,
     audience: config.jwtAudience,
+    clockToleranceSeconds: config.jwtClockToleranceSeconds,
+    maxExpiresInSeconds: config.maxExpiresInSeconds,
     clock,
   });
   const app = createApp({
@@ -95,6 +107,7 @@ export async function createKeygate(
   });
   const handle = withHttpEdge((request) => app.handle(request), logger, {
     bodyIgnoredUnder: [`${config.basePath}${FORWARD_AUTH_PATH}`],
+    explainTokenRefusals: config.logLevel === 'debug',
   });
   return {
     engine: opened.engine,
@@ -109,4 +122,16 @@ export async function createKeygate(
     /** Waits for queued writes, then closes the database. */
     close: () => store.close(),
   };
+}
+
+function jwtKeySource(config: Config, jwtSecret: string | undefined): JwtKeySource {
+  const algorithms = config.jwtAlgorithms as readonly AsymmetricAlgorithm[];
+  if (config.jwtKeySource === 'jwks' && config.jwtJwksUrl !== undefined) {
+    return { jwks: { url: config.jwtJwksUrl }, algorithms };
+  }
+  if (config.jwtKeySource === 'public-key' && config.jwtPublicKey !== undefined) {
+    return { publicKey: config.jwtPublicKey, algorithms };
+  }
+  if (jwtSecret === undefined) throw new Error('keygate needs its JWT secret (auth/jwt-secret.ts)');
+  return { secret: jwtSecret };
 }

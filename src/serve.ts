@@ -17,7 +17,7 @@ export type RunningServer = { url: URL; stop(): Promise<void> };
 /** Opens (and migrates) the database first, then listens: no request meets an unmigrated schema. */
 export async function serve(
   config: Config,
-  { jwtSecret, logger }: { jwtSecret: string; logger: Logger },
+  { jwtSecret, logger }: { jwtSecret: string | undefined; logger: Logger },
 ): Promise<RunningServer> {
   const keygate = await createKeygate(config, { jwtSecret, logger });
   let server: ReturnType<typeof Bun.serve>;

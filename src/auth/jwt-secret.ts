@@ -19,7 +19,7 @@ export function resolveJwtSecret(config: Pick<Config, 'jwtSecret' | 'databaseUrl
   if (isPostgresUrl(config.databaseUrl)) {
     // A secret generated beside one replica would differ from the next replica's.
     throw new ConfigError(
-      'With a PostgreSQL DATABASE_URL, set JWT_SECRET: every replica must verify tokens with the same secret.',
+      'With a PostgreSQL DATABASE_URL, set JWT_SECRET (or JWT_JWKS_URL, JWT_PUBLIC_KEY): every replica must verify tokens with the same key.',
     );
   }
   const path = join(dataDirectory(config.databaseUrl), JWT_SECRET_FILE);

@@ -42,7 +42,7 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('POST /apikey
     expect(error).toBeUndefined();
     expect(Object.keys(apikey).sort()).toEqual(['expiresAt', 'key', 'level', 'name', 'secret', 'userId']);
     expect(apikey.key).toMatch(/^kg_[A-Za-z0-9]{22,}$/);
-    expect(apikey.secret).toMatch(/^[A-Za-z0-9_-]{43,}$/);
+    expect(apikey.secret).toMatch(/^kgs_[0-9A-Za-z]{49}$/);
     expect(apikey.level).toBe(3);
     expect(apikey.name).toBe('ci');
     expect(apikey.userId).toBe(42);

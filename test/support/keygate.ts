@@ -14,16 +14,18 @@ export type TestResponse = Awaited<ReturnType<TestKeygate['req']>>;
 export type TestKeygate = Awaited<ReturnType<typeof testKeygate>>;
 
 export async function testKeygate(env: Record<string, string> = {}) {
+  // An identity provider's keys replace the shared secret (only one key source may be set).
+  const asymmetric = ['JWT_JWKS_URL', 'JWT_PUBLIC_KEY', 'JWT_PUBLIC_KEY_FILE'].some((name) => name in env);
   const databaseUrl = TEST_ENGINE === 'postgres' ? await freshPostgresDatabase() : ':memory:';
   const config: Config = loadConfig({
     DATABASE_URL: databaseUrl,
     DATABASE_POOL_SIZE: '2',
-    JWT_SECRET,
+    ...(asymmetric ? {} : { JWT_SECRET }),
     ...env,
   });
   const time = { now: START };
   const written: string[] = [];
-  const logger = createLogger('info', (chunk) => written.push(chunk));
+  const logger = createLogger(config.logLevel, (chunk) => written.push(chunk));
   const keygate = await createKeygate(config, { jwtSecret: JWT_SECRET, logger, clock: () => time.now });
   /** Every log line written so far, parsed; `msg` filters them. */
   // biome-ignore lint/suspicious/noExplicitAny: tests assert on whatever fields a line has.
