@@ -34,7 +34,7 @@ check() { # check WANT GOT WHAT
   if [ "$1" = "$2" ]; then pass "$3 -> $2"; else failc "$3: expected $1, got $2: $(head -c 200 "$WORK/body" 2>/dev/null)"; fi
 }
 now_ms() { date +%s%3N; }
-compose() { podman-compose -p "$PROJECT" -f compose.yaml "$@"; }
+compose() { timeout 300 podman-compose -p "$PROJECT" -f compose.yaml "$@"; }
 
 cleanup() {
   local status=$?
@@ -112,7 +112,7 @@ UP=1
 t0=$(now_ms)
 compose up -d --no-build postgres >"$WORK/up.log" 2>&1 || { tail -n 30 "$WORK/up.log"; die "podman-compose up postgres"; }
 deadline=$(($(date +%s) + UP_WITHIN))
-until podman exec "${PROJECT}_postgres_1" pg_isready -q -U keygate -d keygate 2>/dev/null; do
+until timeout 10 podman exec "${PROJECT}_postgres_1" pg_isready -q -U keygate -d keygate 2>/dev/null; do
   [ "$(date +%s)" -lt "$deadline" ] || die "PostgreSQL not ready within ${UP_WITHIN}s"
   sleep 0.2
 done
@@ -133,13 +133,13 @@ wait_200 nginx "$NGINX/nginx-health"
 wait_200 "nginx -> keygate" "$NGINX/health"
 for s in postgres keygate-1 keygate-2 keygate-3 nginx; do
   rc=0
-  out=$(podman healthcheck run "${PROJECT}_${s}_1" 2>&1) || rc=$?
+  out=$(timeout 30 podman healthcheck run "${PROJECT}_${s}_1" 2>&1) || rc=$?
   out=$(grep -v -e systemd <<<"$out" | tr '\n' ' ' || true)
   if [ "$rc" = 0 ]; then pass "$s: compose health check (podman healthcheck run) -> healthy"; else failc "$s: health check exit $rc ${out}"; fi
 done
 
 # ---- 2. a key made on replica 1 -------------------------------------------------------------------
-podman exec "${PROJECT}_keygate-1_1" keygate token --sub 7 --level 5 >"$WORK/token" 2>"$WORK/token.err" \
+timeout 30 podman exec "${PROJECT}_keygate-1_1" keygate token --sub 7 --level 5 >"$WORK/token" 2>"$WORK/token.err" \
   || { cat "$WORK/token.err"; die "keygate token inside keygate-1"; }
 printf 'Authorization: Bearer %s\n' "$(cat "$WORK/token")" >"$WORK/bearer"
 code=$(status_of -X POST -H "@$WORK/bearer" -H 'Content-Type: application/json' \
@@ -173,8 +173,15 @@ check 200 "$code" "nginx /app/ with the key (auth_request allows)"
 grep -q '"userId":"7","level":"3","auth":"key"' "$WORK/body" \
   && pass "the example app received X-Keygate-User-Id 7, level 3, auth key" \
   || failc "the example app got: $(head -c 200 "$WORK/body")"
-code=$(status_of -H 'X-Keygate-User-Id: 1' "$NGINX/app/hello")
+code=$(status_of -H "@$WORK/bearer" "$NGINX/app/hello")
+check 200 "$code" "nginx /app/ with the token"
+grep -q '"userId":"7","level":"5","auth":"jwt"' "$WORK/body" \
+  && pass "the example app received X-Keygate-User-Id 7, level 5, auth jwt" \
+  || failc "the example app got: $(head -c 200 "$WORK/body")"
+code=$(status_of -D "$WORK/headers" -H 'X-Keygate-User-Id: 1' "$NGINX/app/hello")
 check 401 "$code" "nginx /app/ without credentials (a forged X-Keygate-User-Id)"
+www=$(grep -i '^WWW-Authenticate:' "$WORK/headers" | tr -d '\r' || true)
+if [[ "$www" == *Bearer* && "$www" == *Basic* ]]; then pass "nginx passes keygate's 401 with $www"; else failc "401 through nginx without WWW-Authenticate naming Bearer and Basic (got: ${www:-none})"; fi
 
 # ---- 3. delete on replica 2; refused everywhere within REFUSED_WITHIN -------------------------------
 # The checks above put the key in every replica's key cache (KEY_CACHE_SECONDS, 10 by default), so a
