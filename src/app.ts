@@ -14,6 +14,7 @@ import { verifyRoutes } from './auth/verify';
 import { requestIdOf } from './http/edge';
 import { errorResponse, HttpError } from './http/errors';
 import type { Logger } from './log';
+import { RequestGoneError } from './request-scope';
 import { VERSION } from './version';
 
 export type AppDeps = {
@@ -46,6 +47,8 @@ export function createApp({ service, store, jwt, verifier, logger, basePath, max
       if (error instanceof ValidationError && error.type === 'params') {
         return errorResponse(400, 'The key id in the path is not valid percent-encoding.');
       }
+      // Nobody reads this answer (the connection is gone); its status tells the log what happened.
+      if (error instanceof RequestGoneError) return errorResponse(499, error.message);
       if (code === 'NOT_FOUND') return errorResponse(404, `There is no ${request.method} ${path}.`);
       if (code === 'PARSE') return errorResponse(400, 'The body is not valid JSON.');
       const sqliteCode = (error as { code?: unknown }).code;

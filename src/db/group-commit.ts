@@ -1,6 +1,7 @@
 // Group commit: writes that arrive in the same turn of the event loop share one transaction and so
 // one fsync. Each job runs in a savepoint of its own, so one failing job rolls back alone.
 import type { Database, Statement } from 'bun:sqlite';
+import { currentRequestSignal, RequestGoneError } from '../request-scope';
 
 /** How long writes wait for another connection's write lock before they fail with SQLITE_BUSY (503). */
 export const WRITE_LOCK_WAIT_MS = 2000;
@@ -8,6 +9,8 @@ const LOCK_RETRY_MS = 20;
 
 type Job = {
   run: () => unknown;
+  /** The connection of the request that queued the job; aborted when Bun closed it unanswered. */
+  signal: AbortSignal | undefined;
   committed?: (value: unknown) => void;
   resolve: (value: unknown) => void;
   reject: (reason: unknown) => void;
@@ -45,6 +48,7 @@ export class GroupCommitWriter {
     return new Promise<T>((resolve, reject) => {
       this.queue.push({
         run: work,
+        signal: currentRequestSignal(),
         committed: committed as ((value: unknown) => void) | undefined,
         resolve: resolve as (value: unknown) => void,
         reject,
@@ -117,6 +121,9 @@ export class GroupCommitWriter {
   /** Runs the jobs in the transaction BEGIN IMMEDIATE opened, then commits it. */
   private commit(jobs: Job[]): Outcome[] {
     const outcomes: Outcome[] = jobs.map((job) => {
+      // Bun 1.4 closes a connection unanswered when a request is pipelined behind a pending response
+      // (README "Pipelining"); committing its work would leave e.g. a key whose secret nobody saw.
+      if (job.signal?.aborted) return { ok: false, error: new RequestGoneError() };
       this.sql.savepoint.run();
       try {
         const value = job.run();

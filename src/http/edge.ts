@@ -1,6 +1,7 @@
 // The outermost layer of every request: a request id, the body-size guard, the host fix-up, the
 // security headers, and one log line (method, path, status, ms; never headers or bodies).
 import type { Logger } from '../log';
+import { runForRequest } from '../request-scope';
 import { BODY_TOO_LARGE, CLOSE, MAX_BODY_BYTES } from './body';
 import { errorResponse } from './errors';
 
@@ -32,7 +33,7 @@ export function withHttpEdge(
     const response =
       length > MAX_BODY_BYTES && !ignoresBody(url.slice(pathStart), bodyIgnoredUnder)
         ? errorResponse(413, BODY_TOO_LARGE, CLOSE)
-        : await handle(request);
+        : await runForRequest(original.signal, () => handle(request));
     response.headers.set('x-request-id', id);
     response.headers.set('x-content-type-options', 'nosniff');
     logger.info('request', {
