@@ -112,6 +112,10 @@ function basePath(value: string): string {
       `BASE_PATH must look like /segment or /a/b, made of letters, digits and ._~- (got "${value}").`,
     );
   }
+  // A URL normalises /./ and /../ away, so no request could ever reach routes under such a prefix.
+  if (trimmed.split('/').some((segment) => segment === '.' || segment === '..')) {
+    throw new ConfigError(`BASE_PATH must not contain a "." or ".." segment (got "${value}").`);
+  }
   return trimmed;
 }
 

@@ -135,6 +135,7 @@ describe('dist/keygate', () => {
   it.each([
     [['serve'], { PORT: 'abc' }, 'PORT'],
     [['serve', '--log-level', 'loud'], {}, 'LOG_LEVEL'],
+    [['serve', '--base-path', '/x/..'], {}, 'BASE_PATH'],
     [['serve', '--bogus'], {}, '--bogus'],
     [['frobnicate'], {}, 'frobnicate'],
     [['token'], { JWT_SECRET: 'x'.repeat(32) }, '--sub'],

@@ -36,6 +36,8 @@ describe('loadConfig', () => {
     expect(config.host).toBe('127.0.0.1');
     expect(config.jwtIssuer).toBeUndefined();
     expect(config.basePath).toBe('/auth');
+    // Dots inside a segment are ordinary characters; only whole "." and ".." segments are refused.
+    expect(loadConfig({ BASE_PATH: '/.well-known/v1..2' }).basePath).toBe('/.well-known/v1..2');
   });
 
   it('is frozen', () => {
@@ -50,6 +52,11 @@ describe('loadConfig', () => {
     [{ JWT_SECRET: 'short' }, 'JWT_SECRET'],
     [{ BASE_PATH: 'auth' }, 'BASE_PATH'],
     [{ BASE_PATH: '/a b' }, 'BASE_PATH'],
+    [{ BASE_PATH: '/../x' }, 'BASE_PATH'],
+    [{ BASE_PATH: '/.' }, 'BASE_PATH'],
+    [{ BASE_PATH: '/./' }, 'BASE_PATH'],
+    [{ BASE_PATH: '/x/..' }, 'BASE_PATH'],
+    [{ BASE_PATH: '/x/../y' }, 'BASE_PATH'],
     [{ PURGE_INTERVAL_SECONDS: '0' }, 'PURGE_INTERVAL_SECONDS'],
     [{ MAX_EXPIRES_IN_SECONDS: '1e9' }, 'MAX_EXPIRES_IN_SECONDS'],
     [{ MAX_KEYS_PER_USER: '0' }, 'MAX_KEYS_PER_USER'],
