@@ -5,9 +5,41 @@ import { Elysia, t } from 'elysia';
 export const CREATE_PROPERTIES = ['name', 'level', 'expiresIn'] as const;
 export const NAME_MAX_CHARACTERS = 128;
 
+// Names land in dashboards, logs and terminals, so some characters are refused (README "Names"):
+// control characters (Unicode category Cc), bidirectional embeddings, overrides and isolates, and
+// names with nothing visible. Written for regexes without the `u` flag (TypeBox and OpenAPI).
+const CONTROL = '\\u0000-\\u001F\\u007F-\\u009F';
+const BIDI_CONTROL = '\\u202A-\\u202E\\u2066-\\u2069';
+// Invisible besides whitespace (\s): Unicode's default-ignorable code points, e.g. U+200B, U+2060, U+FEFF.
+const INVISIBLE =
+  '\\u00AD\\u034F\\u061C\\u115F\\u1160\\u17B4\\u17B5\\u180B-\\u180F\\u200B-\\u200F\\u2060-\\u2064\\u206A-\\u206F\\u3164\\uFE00-\\uFE0F\\uFEFF\\uFFA0\\uFFF0-\\uFFF8';
+const INVISIBLE_ASTRAL =
+  '\\uD82F[\\uDCA0-\\uDCA3]|\\uD834[\\uDD73-\\uDD7A]|[\\uDB40-\\uDB43][\\uDC00-\\uDFFF]';
+const PAIR = '[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]';
+const VISIBLE = `(?:[^\\s${INVISIBLE}\\uD800-\\uDFFF]|(?!${INVISIBLE_ASTRAL})${PAIR})`;
+
 // 1..128 characters counted as code points (a surrogate pair is one character, a lone surrogate is
-// refused), and at least one that is not whitespace. Written for a regex without the `u` flag.
-const NAME_PATTERN = `^(?=[\\s\\S]*\\S)(?:[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]|[^\\uD800-\\uDFFF]){1,${NAME_MAX_CHARACTERS}}$`;
+// refused), none of them a control or bidi control, and at least one of them visible.
+const NAME_PATTERN = `^(?=[\\s\\S]*?${VISIBLE})(?:${PAIR}|[^\\uD800-\\uDFFF${CONTROL}${BIDI_CONTROL}]){1,${NAME_MAX_CHARACTERS}}$`;
+const NAME_RULES: Array<[RegExp, string]> = [
+  [new RegExp(`[${CONTROL}]`), 'name must not contain control characters (such as NUL, tab, CR or LF).'],
+  [
+    new RegExp(`[${BIDI_CONTROL}]`),
+    'name must not contain bidirectional controls (U+202A to U+202E, U+2066 to U+2069).',
+  ],
+  [
+    new RegExp(`^(?![\\s\\S]*?${VISIBLE})`),
+    'name must contain a visible character, not only whitespace or invisible ones such as U+200B.',
+  ],
+];
+
+/** The sentence for a name that failed the schema: the rule it broke. */
+function nameRule(name: unknown): string {
+  if (typeof name === 'string') {
+    for (const [pattern, sentence] of NAME_RULES) if (pattern.test(name)) return sentence;
+  }
+  return 'name must be a string of 1 to 128 characters.';
+}
 
 /** The create body; the upper bound of `expiresIn` is configuration (MAX_EXPIRES_IN_SECONDS). */
 export function createKeyBody(maxExpiresInSeconds: number) {
@@ -17,7 +49,8 @@ export function createKeyBody(maxExpiresInSeconds: number) {
         minLength: 1,
         maxLength: NAME_MAX_CHARACTERS * 2,
         pattern: NAME_PATTERN,
-        description: 'A name for the key: 1 to 128 characters, not only whitespace.',
+        description:
+          'A name for the key: 1 to 128 characters, no control or bidi control characters, at least one visible.',
       }),
       level: t.Number({
         multipleOf: 1,
@@ -42,7 +75,7 @@ export type CreateKeyInput = { name: string; level: number; expiresIn: number };
 export function propertyRule(property: string, maxExpiresInSeconds: number): string | undefined {
   switch (property) {
     case 'name':
-      return 'name must be a string of 1 to 128 characters that is not only whitespace.';
+      return 'name must be a string of 1 to 128 characters, with a visible one and no control characters.';
     case 'level':
       return 'level must be an integer from 0 to 8.';
     case 'expiresIn':
@@ -83,6 +116,7 @@ export function describeCreateBodyProblem(
   const missing = CREATE_PROPERTIES.find((property) => !(property in body));
   if (missing !== undefined) return `${missing} is required.`;
   const property = failedPath?.split('/')[1] ?? '';
+  if (property === 'name') return nameRule((body as { name?: unknown }).name);
   return propertyRule(property, maxExpiresInSeconds) ?? 'The body does not match name, level and expiresIn.';
 }
 

@@ -19,8 +19,13 @@ export const CLOSE = { connection: 'close' };
 
 /** The parsed JSON value, or a recorded problem for `raiseBodyProblem` to throw later. */
 export async function readJsonBody(request: Request): Promise<unknown> {
-  if (!JSON_CONTENT_TYPE.test(request.headers.get('content-type') ?? '')) {
+  const contentType = request.headers.get('content-type') ?? '';
+  if (!JSON_CONTENT_TYPE.test(contentType)) {
     return problem(400, 'The Content-Type must be application/json.');
+  }
+  const charset = charsetOf(contentType);
+  if (charset !== undefined && !isUtf8Label(charset)) {
+    return problem(400, `The body must be UTF-8; charset "${charset.slice(0, 40)}" is not accepted.`);
   }
   const bytes = await readLimited(request);
   if (bytes === null) return problem(413, BODY_TOO_LARGE, CLOSE);
@@ -45,6 +50,28 @@ export async function readJsonBody(request: Request): Promise<unknown> {
 }
 
 const MAX_JSON_DEPTH = 32;
+
+/** The charset parameter of a media type, unquoted; undefined when there is none. */
+function charsetOf(contentType: string): string | undefined {
+  for (const parameter of contentType.split(';').slice(1)) {
+    const equals = parameter.indexOf('=');
+    if (equals === -1 || parameter.slice(0, equals).trim().toLowerCase() !== 'charset') continue;
+    return parameter
+      .slice(equals + 1)
+      .trim()
+      .replace(/^"(.*)"$/, '$1');
+  }
+  return undefined;
+}
+
+/** utf-8 under any label the WHATWG Encoding Standard gives it (utf-8, UTF8, unicode-1-1-utf-8…). */
+function isUtf8Label(label: string): boolean {
+  try {
+    return new TextDecoder(label as ConstructorParameters<typeof TextDecoder>[0]).encoding === 'utf-8';
+  } catch {
+    return false;
+  }
+}
 
 /** The deepest nesting of arrays and objects in valid JSON text. */
 function nestingDepth(text: string): number {

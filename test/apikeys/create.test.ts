@@ -97,10 +97,29 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('POST /apikey
     ['expiresIn beyond ten years', { ...VALID, expiresIn: 315360001 }, 'expiresIn'],
     ['name empty', { ...VALID, name: '' }, 'name'],
     ['name only whitespace', { ...VALID, name: ' \t\n ' }, 'name'],
+    ['name only spaces', { ...VALID, name: '   ' }, 'visible character'],
     ['name 129 characters', { ...VALID, name: 'x'.repeat(129) }, 'name'],
     ['name 129 emoji', { ...VALID, name: '😀'.repeat(129) }, 'name'],
     ['name a lone surrogate', '{"name":"a\\ud800","level":1,"expiresIn":10}', 'name'],
     ['name a number', { ...VALID, name: 5 }, 'name'],
+    ['name with NUL', { ...VALID, name: 'ci\u0000prod' }, 'control characters'],
+    ['name only NUL', { ...VALID, name: '\u0000' }, 'control characters'],
+    ['name with CR LF', { ...VALID, name: 'ci\r\nINFO forged log line' }, 'control characters'],
+    ['name with a tab', { ...VALID, name: 'ci\tprod' }, 'control characters'],
+    ['name with DEL', { ...VALID, name: 'ci\u007F' }, 'control characters'],
+    ['name with a C1 control (U+009B)', { ...VALID, name: 'ci\u009B31m' }, 'control characters'],
+    ['name with U+202E', { ...VALID, name: 'invoice\u202Efdp.exe' }, 'bidirectional'],
+    ['name with U+202A', { ...VALID, name: '\u202Aci' }, 'bidirectional'],
+    ['name with U+2066', { ...VALID, name: 'ci\u2066x\u2069' }, 'bidirectional'],
+    ['name with U+2069', { ...VALID, name: 'ci\u2069' }, 'bidirectional'],
+    ['name only U+200B', { ...VALID, name: '\u200B' }, 'visible character'],
+    [
+      'name only invisible ones',
+      { ...VALID, name: '\u200B\u200C\u200D\u2060\uFEFF\u00AD' },
+      'visible character',
+    ],
+    ['name only a tag character (U+E0041)', { ...VALID, name: '\u{E0041}' }, 'visible character'],
+    ['name only spaces and U+3000', { ...VALID, name: ' \u3000 ' }, 'visible character'],
   ])('answers 400 for a body that is %s', async (_, body, mentions) => {
     const response = await k.req('POST', path, { headers: await schemes[scheme](), body });
     expectError(response, 400);
@@ -122,16 +141,44 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('POST /apikey
     expect(response.json.error).toContain('Content-Type');
   });
 
-  it('accepts application/json with a charset', async () => {
-    const headers = { ...(await schemes[scheme]()), 'content-type': 'application/json; charset=utf-8' };
-    expect((await k.req('POST', path, { headers, body: JSON.stringify(VALID) })).status).toBe(201);
-  });
+  it.each(['utf-8', 'UTF-8', '"utf-8"', 'utf8'])(
+    'accepts application/json with charset=%s',
+    async (charset) => {
+      const headers = {
+        ...(await schemes[scheme]()),
+        'content-type': `application/json; charset=${charset}`,
+      };
+      expect((await k.req('POST', path, { headers, body: JSON.stringify(VALID) })).status).toBe(201);
+    },
+  );
+
+  it.each(['latin1', 'iso-8859-1', 'utf-16', '"windows-1252"', 'bogus'])(
+    'answers 400 for application/json with charset=%s',
+    async (charset) => {
+      const headers = {
+        ...(await schemes[scheme]()),
+        'content-type': `application/json; charset=${charset}`,
+      };
+      const response = await k.req('POST', path, {
+        headers,
+        body: JSON.stringify({ ...VALID, name: 'café' }),
+      });
+      expectError(response, 400);
+      expect(response.json.error).toBe(
+        `The body must be UTF-8; charset "${charset.replaceAll('"', '')}" is not accepted.`,
+      );
+    },
+  );
 
   it.each([
     ['128 ASCII characters', 'x'.repeat(128)],
     ['128 emoji', '😀'.repeat(128)],
     ['CJK and accents', '日本語のキー — café'],
     ['surrounding spaces', '  padded  '],
+    ['a zero-width joiner inside an emoji', '👩\u200D💻 laptop'],
+    ['right-to-left text', 'مفتاح الإنتاج'],
+    ['a visible character between invisible ones', '\u200Bx\u200B'],
+    ['a left-to-right mark (not an override)', 'ci\u200E'],
   ])('keeps a name of %s exactly', async (_, name) => {
     const response = await k.req('POST', path, {
       headers: await schemes[scheme](),

@@ -293,7 +293,13 @@ const validName = fc.oneof(
   fc.constantFrom('ci', 'deploy key', 'ключ', '鍵', '🔑 prod', 'x'),
   fc
     .string({ unit: 'grapheme', minLength: 1, maxLength: 128 })
-    .filter((s) => s.trim() !== '' && [...s].length <= 128),
+    // No control or bidi control character, and something visible (README "Names").
+    .filter(
+      (s) =>
+        /[\p{L}\p{N}\p{P}\p{S}]/u.test(s) &&
+        !/[\p{Cc}\u202A-\u202E\u2066-\u2069]/u.test(s) &&
+        [...s].length <= 128,
+    ),
 );
 
 const createBody: fc.Arbitrary<Body> = fc.record({
