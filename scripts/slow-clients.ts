@@ -7,7 +7,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Socket } from 'bun';
-import { IDLE_TIMEOUT_SECONDS } from '../src/serve';
+import { SETTINGS } from '../src/config';
 import { createMixedLoad } from './support/load';
 import { flag, percentile, round, startKeygate, stopGracefully, tempDir } from './support/server';
 
@@ -15,6 +15,7 @@ const connections = flag('connections', 1000);
 const seconds = flag('seconds', 30);
 const CLIENT_CONCURRENCY = 8;
 const TRICKLE_EVERY_MS = 500;
+const IDLE_TIMEOUT_SECONDS = Number(SETTINGS.IDLE_TIMEOUT_SECONDS.default);
 const CLOSE_LIMIT_S = IDLE_TIMEOUT_SECONDS + 5;
 
 // Both ends of 1,000 connections plus the normal client: make sure the descriptors are there.

@@ -20,6 +20,10 @@ export type Config = Readonly<{
   maxKeysPerUser: number;
   /** How long a key's row stays in memory; also bounds staleness when a change event is lost. */
   keyCacheSeconds: number;
+  /** Idle keep-alive connections close after this long; advertised as `Keep-Alive: timeout=`. */
+  idleTimeoutSeconds: number;
+  /** On SIGTERM, how long requests in flight may take before their connections are closed. */
+  shutdownTimeoutSeconds: number;
   logLevel: LogLevel;
 }>;
 
@@ -41,6 +45,14 @@ export const SETTINGS = {
   KEY_CACHE_SECONDS: {
     default: '10',
     help: 'seconds a key is kept in memory (0 to 3600; 0 turns the cache off)',
+  },
+  IDLE_TIMEOUT_SECONDS: {
+    default: '75',
+    help: 'seconds an idle keep-alive connection stays open (1 to 255; keep it above your proxy’s)',
+  },
+  SHUTDOWN_TIMEOUT_SECONDS: {
+    default: '8',
+    help: 'seconds SIGTERM waits for requests in flight before closing their connections (0 to 3600)',
   },
   LOG_LEVEL: { default: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
 } as const;
@@ -88,6 +100,9 @@ export function loadConfig(
     ),
     maxKeysPerUser: integer('MAX_KEYS_PER_USER', raw('MAX_KEYS_PER_USER'), 1, 1_000_000_000),
     keyCacheSeconds: integer('KEY_CACHE_SECONDS', raw('KEY_CACHE_SECONDS'), 0, 3600),
+    // Bun's idleTimeout takes at most 255 seconds.
+    idleTimeoutSeconds: integer('IDLE_TIMEOUT_SECONDS', raw('IDLE_TIMEOUT_SECONDS'), 1, 255),
+    shutdownTimeoutSeconds: integer('SHUTDOWN_TIMEOUT_SECONDS', raw('SHUTDOWN_TIMEOUT_SECONDS'), 0, 3600),
     logLevel: logLevel(raw('LOG_LEVEL') ?? 'info'),
   });
 }

@@ -5,8 +5,6 @@ import { startPurgeTimer } from './jobs/purge';
 import { createKeygate } from './keygate';
 import type { Logger } from './log';
 
-/** Idle keep-alive and slow connections are closed after this many seconds without a byte. */
-export const IDLE_TIMEOUT_SECONDS = 10;
 // Bun would answer a declared length above its limit with its own empty, non-JSON 413 before keygate
 // sees the request. keygate's JSON 413 (with Connection: close, so the rest is never read) starts at
 // 16 KiB and its reader stops there for chunked bodies too, so Bun's limit is set out of the way.
@@ -19,12 +17,18 @@ export function serve(
   { jwtSecret, logger }: { jwtSecret: string; logger: Logger },
 ): RunningServer {
   const keygate = createKeygate(config, { jwtSecret, logger });
+  // Told to clients and proxies, so they stop reusing a connection before keygate closes it.
+  const keepAlive = `timeout=${config.idleTimeoutSeconds}`;
   const server = Bun.serve({
     hostname: config.host,
     port: config.port,
-    fetch: keygate.handle,
+    fetch: (request) =>
+      keygate.handle(request).then((response) => {
+        if (response.headers.get('connection') !== 'close') response.headers.set('keep-alive', keepAlive);
+        return response;
+      }),
     maxRequestBodySize: TRANSPORT_BODY_LIMIT,
-    idleTimeout: IDLE_TIMEOUT_SECONDS,
+    idleTimeout: config.idleTimeoutSeconds,
     development: false,
     reusePort: false, // Bun 1.4 sets SO_REUSEPORT here otherwise; a busy port must fail to start
   });
@@ -40,7 +44,17 @@ export function serve(
     url,
     async stop() {
       // Stop accepting; requests in flight finish (and their writes commit) before the database closes.
-      await server.stop();
+      // A request that is not done within SHUTDOWN_TIMEOUT_SECONDS (a body that never completes, say)
+      // has its connection closed, so the process ends within e.g. Docker's 10 s grace.
+      const drained = server.stop().then(() => true);
+      const { promise: late, resolve: lateNow } = Promise.withResolvers<boolean>();
+      const timer = setTimeout(() => lateNow(false), config.shutdownTimeoutSeconds * 1000);
+      const inTime = await Promise.race([drained, late]);
+      clearTimeout(timer);
+      if (!inTime) {
+        logger.warn('shutdown timeout: closing connections', { seconds: config.shutdownTimeoutSeconds });
+        await server.stop(true);
+      }
       await purge.stop();
       await keygate.close();
       logger.info('stopped');

@@ -100,8 +100,9 @@ describe('dist/keygate', () => {
       `POST /apikeys/jwt HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
         `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
     );
-    // Half the body is on its way: give the server a moment to start the request before the signal.
-    await Bun.sleep(150);
+    // Half the body is on its way. Once another connection's request is answered, the server's loop
+    // has read those bytes (they were there first), so the request is in flight when the signal comes.
+    expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
     proc.kill('SIGTERM');
     for (let chunk = await lines.read(); !chunk.done; chunk = await lines.read()) {
       if (new TextDecoder().decode(chunk.value).includes('"msg":"stopping"')) break;
@@ -110,6 +111,41 @@ describe('dist/keygate', () => {
     expect(await proc.exited).toBe(0);
     socket.end();
     expect(answer).toStartWith('HTTP/1.1 201');
+  }, 30_000);
+
+  it('closes a request whose body never completes after SHUTDOWN_TIMEOUT_SECONDS, then exits 0', async () => {
+    const cwd = emptyDir('stuck');
+    const env = {
+      PATH: process.env.PATH ?? '',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      JWT_SECRET: 'x'.repeat(32),
+      SHUTDOWN_TIMEOUT_SECONDS: '1',
+      IDLE_TIMEOUT_SECONDS: '255', // so only the shutdown timeout can end the connection in time
+    };
+    const proc = Bun.spawn([binary], { cwd, env, stdout: 'pipe' });
+    const lines = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+    const port = new URL((await readStartLine(lines)).url).port;
+    const { promise: closed, resolve: socketClosed } = Promise.withResolvers<void>();
+    const socket = await Bun.connect({
+      hostname: '127.0.0.1',
+      port: Number(port),
+      socket: { data() {}, close: () => socketClosed(), error: () => socketClosed() },
+    });
+    socket.write(
+      'POST /apikeys/jwt HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n' +
+        'Content-Length: 100\r\n\r\n{"name":',
+    );
+    expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+    proc.kill('SIGTERM');
+    let log = '';
+    for (let chunk = await lines.read(); !chunk.done; chunk = await lines.read()) {
+      log += new TextDecoder().decode(chunk.value);
+    }
+    expect(await proc.exited).toBe(0);
+    await closed;
+    expect(log).toContain('"msg":"shutdown timeout: closing connections"');
+    expect(log).toContain('"msg":"stopped"');
   }, 30_000);
 
   it('refuses to start on a port another keygate already serves (exit 2, one line)', async () => {

@@ -23,6 +23,8 @@ describe('loadConfig', () => {
       maxExpiresInSeconds: 315360000,
       maxKeysPerUser: 1000,
       keyCacheSeconds: 10,
+      idleTimeoutSeconds: 75,
+      shutdownTimeoutSeconds: 8,
       logLevel: 'info',
     });
   });
@@ -64,6 +66,10 @@ describe('loadConfig', () => {
     [{ KEY_CACHE_SECONDS: '-1' }, 'KEY_CACHE_SECONDS'],
     [{ KEY_CACHE_SECONDS: '1.5' }, 'KEY_CACHE_SECONDS'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    [{ IDLE_TIMEOUT_SECONDS: '0' }, 'IDLE_TIMEOUT_SECONDS'],
+    [{ IDLE_TIMEOUT_SECONDS: '256' }, 'IDLE_TIMEOUT_SECONDS'],
+    [{ SHUTDOWN_TIMEOUT_SECONDS: '-1' }, 'SHUTDOWN_TIMEOUT_SECONDS'],
+    [{ SHUTDOWN_TIMEOUT_SECONDS: '3601' }, 'SHUTDOWN_TIMEOUT_SECONDS'],
     [{ HOST: ' ' }, 'HOST'],
   ])('rejects %p with one line naming %s', (env, name) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);

@@ -1,6 +1,6 @@
 // Opens the SQLite database: the one place for pragmas, and the migrations applied before any use.
 import { Database } from 'bun:sqlite';
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { type BunSQLiteDatabase, drizzle } from 'drizzle-orm/bun-sqlite';
 import type { MigrationMeta } from 'drizzle-orm/migrator';
@@ -22,7 +22,12 @@ export const STARTUP_BUSY_TIMEOUT_MS = 2000;
 export const BUSY_TIMEOUT_MS = 5;
 
 export function openDatabase(url: string): Db {
-  if (url !== ':memory:') mkdirSync(dirname(url), { recursive: true });
+  if (url !== ':memory:') {
+    // Private whatever the umask: another local user must not replace jwt-secret or read the keys.
+    // A directory that already exists is left as it is (its owner chose its mode).
+    mkdirSync(dirname(url), { recursive: true, mode: 0o700 });
+    createPrivately(url);
+  }
   const client = new Database(url, { create: true, strict: true });
   // busy_timeout first: the pragmas below may themselves need a lock another process holds.
   client.run(`PRAGMA busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
@@ -35,6 +40,17 @@ export function openDatabase(url: string): Db {
   migrate(db);
   client.run(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
   return db;
+}
+
+/**
+ * Creates the database file 0600 if it does not exist yet. SQLite would create it 0644 minus the
+ * umask (0666 under umask 000), and gives the -wal and -shm files the database file's mode.
+ * Any failure is left for SQLite to report in its own words.
+ */
+function createPrivately(path: string): void {
+  try {
+    closeSync(openSync(path, 'wx', 0o600));
+  } catch {}
 }
 
 /**
