@@ -2,7 +2,8 @@
 // Elysia "ceiling" on the same core, drives both with wrk pinned to CPU 1, and writes bench/RESULTS.md.
 // Every keygate run sits between two ceiling-POST runs of the same round; its ratio is to their mean.
 // Options: --duration S --warmup S --rounds N --connections N --users N --seed N --purge
-//          --log-level L --no-build (each also BENCH_DURATION, BENCH_ROUNDS, ... in the environment).
+//          --log-level L --no-build --metrics (each also BENCH_DURATION, BENCH_ROUNDS, ... in the environment).
+//          --metrics: keygate also serves /metrics on a second port (to measure what metrics cost).
 
 import { Database } from 'bun:sqlite';
 import { randomBytes } from 'node:crypto';
@@ -43,6 +44,7 @@ type Options = {
   users: number;
   seed: number;
   purge: boolean;
+  metrics: boolean;
   logLevel: string;
   build: boolean;
   startups: number;
@@ -60,6 +62,7 @@ function parseOptions(argv: string[]): Options {
     users: Number(env('USERS', '1000')),
     seed: Number(env('SEED', '0')),
     purge: env('PURGE', '') === '1',
+    metrics: env('METRICS', '') === '1',
     logLevel: env('LOG_LEVEL', 'info'),
     build: env('BUILD', '1') !== '0',
     startups: Number(env('STARTUPS', '20')),
@@ -73,6 +76,7 @@ function parseOptions(argv: string[]): Options {
       return next;
     };
     if (arg === '--purge') options.purge = true;
+    else if (arg === '--metrics') options.metrics = true;
     else if (arg === '--no-build') options.build = false;
     else if (arg === '--duration') options.duration = Number(value());
     else if (arg === '--warmup') options.warmup = Number(value());
@@ -217,6 +221,7 @@ async function startKeygate(dbPath: string, env: Record<string, string>, log: st
       DATABASE_URL: dbPath,
       JWT_SECRET: jwtSecret,
       LOG_LEVEL: options.logLevel,
+      ...(options.metrics ? { METRICS_HOST: '127.0.0.1', METRICS_PORT: String(freePort()) } : {}),
       ...env,
     },
     stdout: log,

@@ -7,7 +7,7 @@ import type { ApiKeyService } from './apikeys/service';
 import type { ApiKeyStore } from './apikeys/store';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
-import { requestIdOf } from './http/edge';
+import { recordRouteTemplate, requestIdOf } from './http/edge';
 import { errorResponse, HttpError } from './http/errors';
 import type { Logger } from './log';
 import { VERSION } from './version';
@@ -28,8 +28,14 @@ const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PRO
 export function createApp({ service, store, jwt, logger, basePath, maxExpiresInSeconds }: AppDeps) {
   const routes = { service, maxExpiresInSeconds };
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
+  // The route template is recorded in the first hook (transform), so requests that then fail
+  // authentication or the body are still counted under their route.
   return new Elysia({ prefix: basePath, normalize: false, strictPath: true })
-    .onError(({ code, error, request, path }) => {
+    .onTransform({ as: 'global' }, ({ request, route }) =>
+      recordRouteTemplate(request, route.slice(basePath.length)),
+    )
+    .onError(({ code, error, request, path, route }) => {
+      if (route) recordRouteTemplate(request, route.slice(basePath.length));
       if (error instanceof HttpError) return errorResponse(error.status, error.message, error.headers);
       if (error instanceof ValidationError && error.type === 'body') {
         return errorResponse(

@@ -19,6 +19,9 @@ export type Config = Readonly<{
   maxExpiresInSeconds: number;
   maxKeysPerUser: number;
   logLevel: LogLevel;
+  /** Unset: no metrics listener (and nothing is counted). */
+  metricsPort: number | undefined;
+  metricsHost: string;
 }>;
 
 /** Every setting: its environment variable, its default, and what a bad value is told. */
@@ -37,6 +40,8 @@ export const SETTINGS = {
   MAX_EXPIRES_IN_SECONDS: { default: '315360000', help: 'largest expiresIn accepted (default ten years)' },
   MAX_KEYS_PER_USER: { default: '1000', help: 'live keys one user may hold' },
   LOG_LEVEL: { default: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
+  METRICS_PORT: { default: undefined, help: 'port of the Prometheus /metrics listener (unset: off)' },
+  METRICS_HOST: { default: '127.0.0.1', help: 'address of the /metrics listener' },
 } as const;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -82,7 +87,16 @@ export function loadConfig(
     ),
     maxKeysPerUser: integer('MAX_KEYS_PER_USER', raw('MAX_KEYS_PER_USER'), 1, 1_000_000_000),
     logLevel: logLevel(raw('LOG_LEVEL') ?? 'info'),
+    ...metricsListener(raw('METRICS_PORT'), raw('METRICS_HOST'), raw('PORT')),
   });
+}
+
+function metricsListener(port: string | undefined, host: string | undefined, apiPort: string | undefined) {
+  const metricsPort = port === undefined ? undefined : integer('METRICS_PORT', port, 0, 65535);
+  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === Number(apiPort)) {
+    throw new ConfigError(`METRICS_PORT must differ from PORT (both are ${metricsPort}).`);
+  }
+  return { metricsPort, metricsHost: nonEmpty('METRICS_HOST', host) };
 }
 
 function integer(name: SettingName, value: string | undefined, min: number, max: number): number {

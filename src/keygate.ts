@@ -9,6 +9,8 @@ import type { Config } from './config';
 import { openDatabase } from './db/open';
 import { withHttpEdge } from './http/edge';
 import type { Logger } from './log';
+import { createMetrics } from './metrics/metrics';
+import { VERSION } from './version';
 
 export type Keygate = ReturnType<typeof createKeygate>;
 
@@ -17,7 +19,12 @@ export function createKeygate(
   { jwtSecret, logger, clock = systemClock }: { jwtSecret: string; logger: Logger; clock?: Clock },
 ) {
   const db = openDatabase(config.databaseUrl);
-  const store = createApiKeyStore(db);
+  // Counted only when someone can read them: with METRICS_PORT unset requests pay nothing for metrics.
+  const metrics =
+    config.metricsPort === undefined
+      ? undefined
+      : createMetrics({ version: VERSION, engine: 'sqlite', databaseUp: () => store.ping() });
+  const store = createApiKeyStore(db, { onCommit: metrics?.commitObserved });
   const service = createApiKeyService({ store, clock, maxKeysPerUser: config.maxKeysPerUser });
   const jwt = createJwtAuthority({
     secret: jwtSecret,
@@ -33,13 +40,14 @@ export function createKeygate(
     basePath: config.basePath,
     maxExpiresInSeconds: config.maxExpiresInSeconds,
   });
-  const handle = withHttpEdge((request) => app.handle(request), logger);
+  const handle = withHttpEdge((request) => app.handle(request), logger, metrics?.observeRequest);
   return {
     db,
     store,
     service,
     jwt,
     handle,
+    metrics,
     /** Waits for queued writes, then closes the database. */
     async close() {
       await store.drained();

@@ -4,6 +4,7 @@ import type { Config } from './config';
 import { startPurgeTimer } from './jobs/purge';
 import { createKeygate } from './keygate';
 import type { Logger } from './log';
+import { type MetricsListener, startMetricsListener } from './metrics/listener';
 
 /** Idle keep-alive and slow connections are closed after this many seconds without a byte. */
 export const IDLE_TIMEOUT_SECONDS = 10;
@@ -12,35 +13,52 @@ export const IDLE_TIMEOUT_SECONDS = 10;
 // 16 KiB and its reader stops there for chunked bodies too, so Bun's limit is set out of the way.
 const TRANSPORT_BODY_LIMIT = Number.MAX_SAFE_INTEGER;
 
-export type RunningServer = { url: URL; stop(): Promise<void> };
+export type RunningServer = { url: URL; metricsUrl: URL | undefined; stop(): Promise<void> };
 
 export function serve(
   config: Config,
   { jwtSecret, logger }: { jwtSecret: string; logger: Logger },
 ): RunningServer {
   const keygate = createKeygate(config, { jwtSecret, logger });
-  const server = Bun.serve({
-    hostname: config.host,
-    port: config.port,
-    fetch: keygate.handle,
-    maxRequestBodySize: TRANSPORT_BODY_LIMIT,
-    idleTimeout: IDLE_TIMEOUT_SECONDS,
-    development: false,
-    reusePort: false, // Bun 1.4 sets SO_REUSEPORT here otherwise; a busy port must fail to start
-  });
+  const { metrics } = keygate;
+  const metricsListener: MetricsListener | undefined =
+    metrics && config.metricsPort !== undefined
+      ? startMetricsListener({ host: config.metricsHost, port: config.metricsPort, metrics })
+      : undefined;
+  let server: ReturnType<typeof Bun.serve>;
+  try {
+    server = Bun.serve({
+      hostname: config.host,
+      port: config.port,
+      fetch: keygate.handle,
+      maxRequestBodySize: TRANSPORT_BODY_LIMIT,
+      idleTimeout: IDLE_TIMEOUT_SECONDS,
+      development: false,
+      reusePort: false, // Bun 1.4 sets SO_REUSEPORT here otherwise; a busy port must fail to start
+    });
+  } catch (error) {
+    void metricsListener?.stop();
+    throw error;
+  }
   const purge = startPurgeTimer({
-    store: keygate.store,
+    store: metrics ? metrics.countingPurges(keygate.store) : keygate.store,
     clock: systemClock,
     intervalSeconds: config.purgeIntervalSeconds,
     logger,
   });
   const url = new URL(config.basePath || '/', server.url);
-  logger.info('listening', { url: url.href, database: config.databaseUrl });
+  logger.info('listening', {
+    url: url.href,
+    database: config.databaseUrl,
+    ...(metricsListener ? { metrics: metricsListener.url.href } : {}),
+  });
   return {
     url,
+    metricsUrl: metricsListener?.url,
     async stop() {
       // Stop accepting; requests in flight finish (and their writes commit) before the database closes.
       await server.stop();
+      await metricsListener?.stop();
       await purge.stop();
       await keygate.close();
       logger.info('stopped');

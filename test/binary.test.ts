@@ -36,13 +36,14 @@ describe('dist/keygate', () => {
     const cwd = emptyDir('empty');
     server = Bun.spawn([binary], {
       cwd,
-      env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1' },
+      env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', METRICS_PORT: '0' },
       stdout: 'pipe',
       stderr: 'pipe',
     });
     const reader = (server.stdout as ReadableStream<Uint8Array>).getReader();
     const startLine = await readStartLine(reader);
     expect(startLine).toMatchObject({ msg: 'listening', database: './data/keygate.db' });
+    expect(startLine.metrics).toStartWith('http://127.0.0.1:');
     const base = startLine.url.replace(/\/$/, '');
 
     expect(existsSync(join(cwd, 'data', 'keygate.db'))).toBe(true);
@@ -64,6 +65,10 @@ describe('dist/keygate', () => {
       headers: { authorization: `Basic ${btoa(`${apikey.key}:${apikey.secret}`)}` },
     });
     expect(deleted.status).toBe(204);
+
+    const metrics = await (await fetch(startLine.metrics as string)).text();
+    expect(metrics).toContain('keygate_keys_created_total 1\n');
+    expect(metrics).toContain('keygate_keys_deleted_total{reason="revoked"} 1\n');
 
     expect(run(['healthcheck', '--port', new URL(base).port], cwd).code).toBe(0);
 

@@ -23,6 +23,8 @@ describe('loadConfig', () => {
       maxExpiresInSeconds: 315360000,
       maxKeysPerUser: 1000,
       logLevel: 'info',
+      metricsPort: undefined,
+      metricsHost: '127.0.0.1',
     });
   });
 
@@ -54,6 +56,12 @@ describe('loadConfig', () => {
     [{ MAX_KEYS_PER_USER: '0' }, 'MAX_KEYS_PER_USER'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ HOST: ' ' }, 'HOST'],
+    [{ METRICS_PORT: 'abc' }, 'METRICS_PORT'],
+    [{ METRICS_PORT: '65536' }, 'METRICS_PORT'],
+    [{ METRICS_PORT: '-1' }, 'METRICS_PORT'],
+    [{ METRICS_PORT: '3000' }, 'METRICS_PORT'],
+    [{ PORT: '9000', METRICS_PORT: '9000' }, 'METRICS_PORT'],
+    [{ METRICS_PORT: '9100', METRICS_HOST: ' ' }, 'METRICS_HOST'],
   ])('rejects %p with one line naming %s', (env, name) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     try {
@@ -62,6 +70,18 @@ describe('loadConfig', () => {
       expect((error as Error).message.startsWith(name)).toBe(true);
       expect((error as Error).message).not.toContain('\n');
     }
+  });
+
+  it('leaves metrics off unless METRICS_PORT is set, on 127.0.0.1 by default', () => {
+    expect(loadConfig({ METRICS_PORT: '' }).metricsPort).toBeUndefined();
+    expect(loadConfig({ METRICS_PORT: '9100' })).toMatchObject({
+      metricsPort: 9100,
+      metricsHost: '127.0.0.1',
+    });
+    expect(loadConfig({}, { METRICS_PORT: '0', METRICS_HOST: '::1' })).toMatchObject({
+      metricsPort: 0,
+      metricsHost: '::1',
+    });
   });
 
   it('maps settings to flags and back', () => {

@@ -1,14 +1,14 @@
 // Storage of API keys: rows in, rows out, no rules. Writes go through the group-commit writer and
 // resolve once committed; reads are synchronous prepared statements.
 import { and, count, eq, gt, inArray, lte, sql } from 'drizzle-orm';
-import { GroupCommitWriter } from '../db/group-commit';
+import { type CommitBatch, GroupCommitWriter } from '../db/group-commit';
 import type { Db } from '../db/open';
 import { type ApiKeyRow, apiKeys } from '../db/schema';
 
 export type ApiKeyStore = ReturnType<typeof createApiKeyStore>;
 
-export function createApiKeyStore(db: Db) {
-  const writer = new GroupCommitWriter(db.$client);
+export function createApiKeyStore(db: Db, options: { onCommit?: (batch: CommitBatch) => void } = {}) {
+  const writer = new GroupCommitWriter(db.$client, options.onCommit);
 
   const findById = db
     .select()

@@ -1,20 +1,33 @@
 // The outermost layer of every request: a request id, the body-size guard, the host fix-up, the
-// security headers, and one log line (method, path, status, ms; never headers or bodies).
+// security headers, one log line (method, path, status, ms; never headers or bodies) and, when metrics
+// are on, one observation by route template.
 import type { Logger } from '../log';
 import { BODY_TOO_LARGE, CLOSE, MAX_BODY_BYTES } from './body';
 import { errorResponse } from './errors';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 const requestIds = new WeakMap<Request, string>();
+const routeTemplates = new WeakMap<Request, string>();
+/** The route label of a request keygate did not route: an unknown path, or a 413 before routing. */
+export const UNMATCHED_ROUTE = 'unmatched';
 
 /** The id given to a request, for error logs deeper down. */
 export function requestIdOf(request: Request): string | undefined {
   return requestIds.get(request);
 }
 
+/** The router tells which template (`/apikeys/:id/jwt`) a request matched; metrics label by it. */
+export function recordRouteTemplate(request: Request, template: string): void {
+  routeTemplates.set(request, template);
+}
+
+/** Told once per answered request, after its response is ready. */
+export type RequestObserver = (method: string, route: string, status: number, seconds: number) => void;
+
 export function withHttpEdge(
   handle: (request: Request) => Response | Promise<Response>,
   logger: Logger,
+  observe?: RequestObserver,
 ): (request: Request) => Promise<Response> {
   return async (original) => {
     const started = performance.now();
@@ -28,6 +41,8 @@ export function withHttpEdge(
       length > MAX_BODY_BYTES ? errorResponse(413, BODY_TOO_LARGE, CLOSE) : await handle(request);
     response.headers.set('x-request-id', id);
     response.headers.set('x-content-type-options', 'nosniff');
+    const ms = performance.now() - started;
+    observe?.(request.method, routeTemplates.get(request) ?? UNMATCHED_ROUTE, response.status, ms / 1000);
     const url = request.url;
     const pathStart = url.indexOf('/', url.indexOf('//') + 2);
     const queryStart = url.indexOf('?', pathStart);
@@ -36,7 +51,7 @@ export function withHttpEdge(
       method: request.method,
       path: queryStart === -1 ? url.slice(pathStart) : url.slice(pathStart, queryStart),
       status: response.status,
-      ms: Math.round((performance.now() - started) * 100) / 100,
+      ms: Math.round(ms * 100) / 100,
     });
     return response;
   };

@@ -12,7 +12,7 @@ export function buildBinary(outfile: string): void {
 /** Reads the start-up line ({"msg":"listening","url":…}) from a server's stdout. */
 export async function readStartLine(stdout: {
   read(): Promise<{ value?: Uint8Array }>;
-}): Promise<{ msg: string; url: string; database: string }> {
+}): Promise<{ msg: string; url: string; database: string; metrics?: string }> {
   const { value } = await stdout.read();
   return JSON.parse(new TextDecoder().decode(value).split('\n')[0] as string);
 }
