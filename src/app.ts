@@ -9,6 +9,7 @@ import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
 import { recordRouteTemplate, requestIdOf } from './http/edge';
 import { errorResponse, HttpError } from './http/errors';
+import { referencePage } from './http/reference-page';
 import type { Logger } from './log';
 import { VERSION } from './version';
 
@@ -87,6 +88,7 @@ export function createApp({ service, store, jwt, logger, basePath, maxExpiresInS
         },
       }),
     )
+    .use(referencePage())
     .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(jwt) }))
     .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }));
 }

@@ -66,6 +66,12 @@ describe('dist/keygate', () => {
     });
     expect(deleted.status).toBe(204);
 
+    // The reference page's files come from inside the binary (the directory is empty).
+    const bundle = await fetch(`${base}/openapi/swagger-ui-bundle.js`);
+    expect(bundle.status).toBe(200);
+    expect((await bundle.arrayBuffer()).byteLength).toBe(
+      Bun.file(join(import.meta.dir, '..', 'node_modules', 'swagger-ui-dist', 'swagger-ui-bundle.js')).size,
+    );
     const metrics = await (await fetch(startLine.metrics as string)).text();
     expect(metrics).toContain('keygate_keys_created_total 1\n');
     expect(metrics).toContain('keygate_keys_deleted_total{reason="revoked"} 1\n');
