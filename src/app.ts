@@ -1,7 +1,6 @@
 // createApp wires the routes, the authentication schemes and the one error mapping; no logic here.
-import { openapi } from '@elysiajs/openapi';
 import { Elysia, ValidationError } from 'elysia';
-import { describeCreateBodyProblem } from './apikeys/model';
+import { describeCreateBodyProblem, ErrorResponse, HealthResponse } from './apikeys/model';
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
 import type { ApiKeyStore } from './apikeys/store';
@@ -9,6 +8,7 @@ import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
 import { recordRouteTemplate, requestIdOf } from './http/edge';
 import { errorResponse, HttpError } from './http/errors';
+import { openApiDocument } from './http/openapi';
 import { referencePage } from './http/reference-page';
 import type { Logger } from './log';
 import { VERSION } from './version';
@@ -31,7 +31,23 @@ export function createApp({ service, store, jwt, logger, basePath, maxExpiresInS
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
   // The route template is recorded in the first hook (transform), so requests that then fail
   // authentication or the body are still counted under their route.
-  return new Elysia({ prefix: basePath, normalize: false, strictPath: true })
+  const app = new Elysia({ prefix: basePath, normalize: false, strictPath: true });
+  // Built from every route of `app` on first request, so routes added below are all in it.
+  const openApi = openApiDocument(app, {
+    basePath,
+    info: { title: 'keygate', version: VERSION, description: 'Create and delete API keys.' },
+    tags: [
+      { name: 'API keys', description: 'Create and delete API keys.' },
+      { name: 'Operations', description: 'Health.' },
+    ],
+    securitySchemes: {
+      bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+      basic: { type: 'http', scheme: 'basic' },
+      apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+      apiSecret: { type: 'apiKey', in: 'header', name: 'X-API-Secret' },
+    },
+  });
+  return app
     .onTransform({ as: 'global' }, ({ request, route }) =>
       recordRouteTemplate(request, route.slice(basePath.length)),
     )
@@ -70,24 +86,12 @@ export function createApp({ service, store, jwt, logger, basePath, maxExpiresInS
         if (!store.ping()) throw new HttpError(503, 'The database does not answer.');
         return { status: 'ok' as const };
       },
-      { detail: { summary: 'Health: 200 once the database answers', tags: ['Operations'] } },
+      {
+        response: { 200: HealthResponse, 503: ErrorResponse },
+        detail: { summary: 'Health: 200 once the database answers', tags: ['Operations'] },
+      },
     )
-    .use(
-      openapi({
-        path: '/openapi',
-        documentation: {
-          info: { title: 'keygate', version: VERSION, description: 'Create and delete API keys.' },
-          components: {
-            securitySchemes: {
-              bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
-              basic: { type: 'http', scheme: 'basic' },
-              apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
-              apiSecret: { type: 'apiKey', in: 'header', name: 'X-API-Secret' },
-            },
-          },
-        },
-      }),
-    )
+    .get('/openapi/json', () => openApi(), { detail: { hide: true } })
     .use(referencePage())
     .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(jwt) }))
     .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }));

@@ -32,7 +32,7 @@ export function createKeyBody(maxExpiresInSeconds: number) {
         description: `Seconds until the key expires: an integer from 1 to ${maxExpiresInSeconds}.`,
       }),
     },
-    { additionalProperties: false },
+    { additionalProperties: false, title: 'CreateKeyRequest' },
   );
 }
 
@@ -52,19 +52,26 @@ export function propertyRule(property: string, maxExpiresInSeconds: number): str
   }
 }
 
-export const ApiKeyView = t.Object({
-  key: t.String({ description: '`kg_` followed by 22 base62 characters; the `:id` to delete it.' }),
-  secret: t.String({ description: 'Returned in this response only; keygate keeps only its SHA-256.' }),
-  level: t.Integer(),
-  expiresAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
-  name: t.String(),
-  userId: t.Integer(),
-});
+export const ApiKeyView = t.Object(
+  {
+    key: t.String({ description: '`kg_` followed by 22 base62 characters; the `:id` to delete it.' }),
+    secret: t.String({ description: 'Returned in this response only; keygate keeps only its SHA-256.' }),
+    level: t.Integer(),
+    expiresAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
+    name: t.String(),
+    userId: t.Integer(),
+  },
+  { title: 'CreatedApiKey' },
+);
 
 export type ApiKeyView = typeof ApiKeyView.static;
 
-export const CreatedResponse = t.Object({ result: t.Literal('success'), apikey: ApiKeyView });
-export const ErrorResponse = t.Object({ result: t.Literal('error'), error: t.String() });
+export const CreatedResponse = t.Object(
+  { result: t.Literal('success'), apikey: ApiKeyView },
+  { title: 'CreatedResponse' },
+);
+export const ErrorResponse = t.Object({ result: t.Literal('error'), error: t.String() }, { title: 'Error' });
+export const HealthResponse = t.Object({ status: t.Literal('ok') }, { title: 'Health' });
 
 /** One sentence for a create body that failed the schema: the first problem a reader would fix. */
 export function describeCreateBodyProblem(

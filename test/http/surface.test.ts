@@ -58,7 +58,8 @@ describe('GET /openapi', () => {
       ]),
     );
     const create = doc.json.paths['/apikeys/jwt'].post;
-    expect(JSON.stringify(create.requestBody)).toContain('expiresIn');
+    expect(JSON.stringify(create.requestBody)).toContain('#/components/schemas/CreateKeyRequest');
+    expect(Object.keys(doc.json.components.schemas.CreateKeyRequest.properties)).toContain('expiresIn');
   });
 });
 
