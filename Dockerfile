@@ -30,7 +30,10 @@ RUN bun install --frozen-lockfile --production
 COPY tsconfig.json drizzle.config.ts ./
 COPY drizzle ./drizzle
 COPY src ./src
-RUN bun run build && ./dist/keygate --version
+COPY scripts/build.ts ./scripts/build.ts
+# The build context has no .git: the commit that --version reports comes in as a build arg.
+ARG REVISION=""
+RUN KEYGATE_COMMIT="${REVISION:-unknown}" bun run build && ./dist/keygate --version
 
 # ---------------------------------------------------------------------------------------------------
 # Runtime stage

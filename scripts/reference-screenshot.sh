@@ -36,7 +36,7 @@ say() { echo "reference-screenshot: $*"; }
 BIN=${KEYGATE_BIN:-}
 if [ -z "$BIN" ]; then
   BIN="$WORK/keygate"
-  bun build src/cli.ts --compile --bytecode --format=esm --minify --outfile "$BIN" >/dev/null
+  bun scripts/build.ts "$BIN" >/dev/null
 fi
 BIN=$(realpath "$BIN")
 

@@ -1,5 +1,7 @@
 // Configuration: environment variables, each overridable by a `--kebab-case` flag, checked into a
-// frozen, typed Config. A bad value is one ConfigError line; the CLI turns it into exit code 2.
+// frozen, typed Config. Each bad value is one ConfigError line (all of them reported together); the
+// CLI turns it into exit code 2.
+import { isIP } from 'node:net';
 import { LOG_LEVELS, type LogLevel } from './log';
 
 export class ConfigError extends Error {
@@ -57,7 +59,46 @@ export function settingOfFlag(flag: string): SettingName | undefined {
 
 const TEN_THOUSAND_YEARS_S = 10_000 * 365 * 24 * 3600;
 
+/**
+ * The Config, or a ConfigError with one line per bad setting, all of them at once: each setting that
+ * is set is checked on its own too, so a typo in PORT does not hide one in LOG_LEVEL.
+ */
 export function loadConfig(
+  env: Record<string, string | undefined>,
+  flags: Partial<Record<SettingName, string>> = {},
+): Config {
+  try {
+    return buildConfig(env, flags);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    // Each setting checked beside those that are fine on their own, so that a rule between two
+    // settings (METRICS_PORT against PORT) is judged with the values actually given.
+    const given = (Object.keys(SETTINGS) as SettingName[]).flatMap((name) => {
+      const value = flags[name] ?? env[name];
+      return value === undefined || value === '' ? [] : [[name, value] as const];
+    });
+    const problemOf = (values: Record<string, string>): string | undefined => {
+      try {
+        buildConfig(values);
+        return undefined;
+      } catch (problem) {
+        if (problem instanceof ConfigError) return problem.message;
+        throw problem;
+      }
+    };
+    const fine = Object.fromEntries(given.filter(([name, value]) => !problemOf({ [name]: value })));
+    const problems = new Set<string>();
+    for (const [name, value] of given) {
+      if (name in fine) continue;
+      const problem = problemOf({ ...fine, [name]: value });
+      if (problem !== undefined) problems.add(problem);
+    }
+    problems.add(error.message); // a rule between settings shows up only when they are together
+    throw new ConfigError([...problems].join('\n'));
+  }
+}
+
+function buildConfig(
   env: Record<string, string | undefined>,
   flags: Partial<Record<SettingName, string>> = {},
 ): Config {
@@ -72,7 +113,7 @@ export function loadConfig(
   }
   return Object.freeze({
     port: integer('PORT', raw('PORT'), 0, 65535),
-    host: nonEmpty('HOST', raw('HOST')),
+    host: listenHost(raw('HOST')),
     databaseUrl: nonEmpty('DATABASE_URL', raw('DATABASE_URL')),
     jwtSecret,
     jwtIssuer: raw('JWT_ISSUER'),
@@ -112,6 +153,17 @@ function nonEmpty(name: SettingName, value: string | undefined): string {
   return value;
 }
 
+/** An IP address or a host name; a dotted number that is no IPv4 address (999.1.1.1) is neither. */
+function listenHost(value: string | undefined): string {
+  const host = nonEmpty('HOST', value);
+  const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  const looksNumeric = /^[0-9.]+$/.test(bare) || bare.includes(':');
+  if ((looksNumeric && isIP(bare) === 0) || !/^[A-Za-z0-9.:[\]_-]+$/.test(host)) {
+    throw new ConfigError(`HOST must be an IP address or a host name to listen on (got "${host}").`);
+  }
+  return host;
+}
+
 function basePath(value: string): string {
   const trimmed = value.endsWith('/') ? value.slice(0, -1) : value;
   if (trimmed !== '' && !/^(\/[A-Za-z0-9._~-]+)+$/.test(trimmed)) {
@@ -123,7 +175,7 @@ function basePath(value: string): string {
 }
 
 function logLevel(value: string): LogLevel {
-  const level = LOG_LEVELS.find((candidate) => candidate === value);
+  const level = LOG_LEVELS.find((candidate) => candidate === value.toLowerCase());
   if (!level) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${value}").`);
   return level;
 }

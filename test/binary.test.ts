@@ -139,7 +139,16 @@ describe('dist/keygate', () => {
 
   it('prints its version and help', () => {
     const cwd = emptyDir('empty');
-    expect(run(['--version'], cwd).stdout).toBe(pkg.version);
+    // The commit is defined at build time (scripts/build.ts), from this checkout.
+    const git = Bun.spawnSync(['git', 'rev-parse', 'HEAD'], {
+      cwd: import.meta.dir,
+      stdout: 'pipe',
+      stderr: 'ignore',
+    });
+    const commit = git.exitCode === 0 ? git.stdout.toString().trim() : 'unknown';
+    expect(run(['--version'], cwd).stdout).toBe(
+      `keygate ${pkg.version} (commit ${commit}, bun ${Bun.version})`,
+    );
     expect(run(['--help'], cwd).stdout).toContain('MAX_KEYS_PER_USER');
   });
 
