@@ -9,9 +9,13 @@ const outfile = process.argv[2] ?? 'dist/keygate';
 function commit(): string {
   const given = process.env.KEYGATE_COMMIT?.trim();
   if (given) return given;
-  const git = Bun.spawnSync(['git', 'rev-parse', 'HEAD'], { cwd: root, stdout: 'pipe', stderr: 'ignore' });
-  const head = git.exitCode === 0 ? git.stdout.toString().trim() : '';
-  return /^[0-9a-f]{40}$/.test(head) ? head : 'unknown';
+  try {
+    const git = Bun.spawnSync(['git', 'rev-parse', 'HEAD'], { cwd: root, stdout: 'pipe', stderr: 'ignore' });
+    const head = git.exitCode === 0 ? git.stdout.toString().trim() : '';
+    return /^[0-9a-f]{40}$/.test(head) ? head : 'unknown';
+  } catch {
+    return 'unknown'; // no git on this machine
+  }
 }
 
 const command = [
