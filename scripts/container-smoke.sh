@@ -198,6 +198,9 @@ label() { "$ENGINE" image inspect --format "{{index .Config.Labels \"org.opencon
 if [ "$BUILD" = 1 ]; then
   [ "$(label revision)" = "$REVISION" ] || fail "revision label is '$(label revision)', built from $REVISION"
   [[ "$(label created)" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T ]] || fail "created label is '$(label created)'"
+  image_version=$(eng run --rm "$IMAGE" --version)
+  [[ "$image_version" == *"(commit $REVISION,"* ]] || fail "keygate --version in the image says: $image_version"
+  note "keygate --version in the image: $image_version"
 fi
 note "labels: version $version_label, revision $(label revision), created $(label created), source '$(label source)'"
 log "image user $user, version label $version_label"
