@@ -23,7 +23,7 @@ export function createMetrics(options: {
   /** The database engine: `sqlite` (or `postgres` once it exists). */
   engine: string;
   /** Asked at every scrape: does the database answer? */
-  databaseUp: () => boolean;
+  databaseUp: () => boolean | Promise<boolean>;
 }) {
   const registry = new Registry();
   const registers = [registry];
@@ -90,10 +90,10 @@ export function createMetrics(options: {
     name: 'keygate_db_up',
     help: '1 when the database answered a ping at this scrape, else 0.',
     registers,
-    collect() {
+    async collect() {
       let up = false;
       try {
-        up = options.databaseUp();
+        up = await options.databaseUp();
       } catch {
         up = false;
       }

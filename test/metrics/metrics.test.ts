@@ -233,6 +233,17 @@ describe('metric recording functions', () => {
     expect(samples.some((sample) => sample.labels.method === 'FROBNICATE')).toBe(false);
   });
 
+  it('wait for a database ping that answers later, and treat one that rejects as down', async () => {
+    const later = createMetrics({ version: '1', engine: 'sqlite', databaseUp: async () => true });
+    expect(sampleValue(parseExposition(await later.exposition()), 'keygate_db_up')).toBe(1);
+    const failing = createMetrics({
+      version: '1',
+      engine: 'sqlite',
+      databaseUp: () => Promise.reject(new Error('down')),
+    });
+    expect(sampleValue(parseExposition(await failing.exposition()), 'keygate_db_up')).toBe(0);
+  });
+
   it('treat a database ping that throws as down', async () => {
     const metrics = createMetrics({
       version: '1.2.3',
