@@ -1,11 +1,15 @@
 // createApp wires the routes, the authentication schemes and the one error mapping; no logic here.
 import { Elysia, ValidationError } from 'elysia';
+import { createAuditLog } from './apikeys/audit';
 import { describeCreateBodyProblem, ErrorResponse, HealthResponse } from './apikeys/model';
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
 import type { ApiKeyStore } from './apikeys/store';
+import { forwardAuthRoutes } from './auth/forward-auth';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
+import type { Verifier } from './auth/verification';
+import { verifyRoutes } from './auth/verify';
 import { recordRouteTemplate, requestIdOf } from './http/edge';
 import { errorResponse, HttpError } from './http/errors';
 import { openApiDocument } from './http/openapi';
@@ -17,6 +21,7 @@ export type AppDeps = {
   service: ApiKeyService;
   store: Pick<ApiKeyStore, 'ping'>;
   jwt: JwtAuthority;
+  verifier: Verifier;
   logger: Logger;
   basePath: string;
   maxExpiresInSeconds: number;
@@ -26,8 +31,8 @@ export type AppDeps = {
 // may succeed later, so 503 rather than 500.
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
 
-export function createApp({ service, store, jwt, logger, basePath, maxExpiresInSeconds }: AppDeps) {
-  const routes = { service, maxExpiresInSeconds };
+export function createApp({ service, store, jwt, verifier, logger, basePath, maxExpiresInSeconds }: AppDeps) {
+  const routes = { service, maxExpiresInSeconds, audit: createAuditLog(logger) };
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
   // The route template is recorded in the first hook (transform), so requests that then fail
   // authentication or the body are still counted under their route.
@@ -35,9 +40,10 @@ export function createApp({ service, store, jwt, logger, basePath, maxExpiresInS
   // Built from every route of `app` on first request, so routes added below are all in it.
   const openApi = openApiDocument(app, {
     basePath,
-    info: { title: 'keygate', version: VERSION, description: 'Create and delete API keys.' },
+    info: { title: 'keygate', version: VERSION, description: 'Create, manage and verify API keys.' },
     tags: [
       { name: 'API keys', description: 'Create and delete API keys.' },
+      { name: 'Verification', description: 'Verify a credential, or forward-auth for a reverse proxy.' },
       { name: 'Operations', description: 'Health.' },
     ],
     securitySchemes: {
@@ -82,8 +88,8 @@ export function createApp({ service, store, jwt, logger, basePath, maxExpiresInS
     })
     .get(
       '/health',
-      () => {
-        if (!store.ping()) throw new HttpError(503, 'The database does not answer.');
+      async () => {
+        if (!(await store.ping())) throw new HttpError(503, 'The database does not answer.');
         return { status: 'ok' as const };
       },
       {
@@ -94,5 +100,7 @@ export function createApp({ service, store, jwt, logger, basePath, maxExpiresInS
     .get('/openapi/json', () => openApi(), { detail: { hide: true } })
     .use(referencePage())
     .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(jwt) }))
-    .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }));
+    .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }))
+    .use(verifyRoutes(verifier))
+    .use(forwardAuthRoutes(verifier));
 }

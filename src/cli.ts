@@ -4,7 +4,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createApiKeyStore } from './apikeys/store';
 import { createJwtAuthority } from './auth/jwt';
 import { dataDirectory, JWT_SECRET_FILE, resolveJwtSecret } from './auth/jwt-secret';
 import { systemClock } from './clock';
@@ -18,6 +17,7 @@ import {
   settingOfFlag,
 } from './config';
 import { appliedMigrationCount, openDatabase } from './db/open';
+import { createSqliteApiKeyStore } from './db/sqlite-store';
 import { purgeExpiredKeys } from './jobs/purge';
 import { createLogger } from './log';
 import { serve } from './serve';
@@ -218,7 +218,7 @@ async function run(argv: string[]): Promise<number> {
       return print(await mintToken(config, parsed.options));
     case 'purge': {
       const db = openDatabase(existingDatabase(config, 'purge'));
-      const removed = await purgeExpiredKeys(createApiKeyStore(db), systemClock);
+      const removed = await purgeExpiredKeys(createSqliteApiKeyStore(db), systemClock);
       db.$client.close();
       return print(`purged ${removed} expired keys`);
     }

@@ -20,6 +20,8 @@ export type Config = Readonly<{
   purgeIntervalSeconds: number;
   maxExpiresInSeconds: number;
   maxKeysPerUser: number;
+  /** How long a key's row stays in memory; also bounds staleness when a change event is lost. */
+  keyCacheSeconds: number;
   logLevel: LogLevel;
   /** Unset: no metrics listener (and nothing is counted). */
   metricsPort: number | undefined;
@@ -41,6 +43,10 @@ export const SETTINGS = {
   PURGE_INTERVAL_SECONDS: { default: '60', help: 'seconds between purges of expired keys' },
   MAX_EXPIRES_IN_SECONDS: { default: '315360000', help: 'largest expiresIn accepted (default ten years)' },
   MAX_KEYS_PER_USER: { default: '1000', help: 'live keys one user may hold' },
+  KEY_CACHE_SECONDS: {
+    default: '10',
+    help: 'seconds a key is kept in memory (0 to 3600; 0 turns the cache off)',
+  },
   LOG_LEVEL: { default: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
   METRICS_PORT: { default: undefined, help: 'port of the Prometheus /metrics listener (unset: off)' },
   METRICS_HOST: { default: '127.0.0.1', help: 'address of the /metrics listener' },
@@ -127,6 +133,7 @@ function buildConfig(
       TEN_THOUSAND_YEARS_S,
     ),
     maxKeysPerUser: integer('MAX_KEYS_PER_USER', raw('MAX_KEYS_PER_USER'), 1, 1_000_000_000),
+    keyCacheSeconds: integer('KEY_CACHE_SECONDS', raw('KEY_CACHE_SECONDS'), 0, 3600),
     logLevel: logLevel(raw('LOG_LEVEL') ?? 'info'),
     ...metricsListener(raw('METRICS_PORT'), raw('METRICS_HOST'), raw('PORT')),
   });

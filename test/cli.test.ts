@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pkg from '../package.json' with { type: 'json' };
+import { SETTINGS } from '../src/config';
 
 const CLI = join(import.meta.dir, '..', 'src', 'cli.ts');
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-cli-'));
@@ -201,7 +202,7 @@ describe('keygate config', () => {
       ),
     );
     expect(result.stdout).not.toContain(SECRET);
-    expect(lines).toHaveLength(13);
+    expect(lines).toHaveLength(Object.keys(SETTINGS).length);
   });
 
   it('says where the generated secret lives when JWT_SECRET is unset', () => {

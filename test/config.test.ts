@@ -22,6 +22,7 @@ describe('loadConfig', () => {
       purgeIntervalSeconds: 60,
       maxExpiresInSeconds: 315360000,
       maxKeysPerUser: 1000,
+      keyCacheSeconds: 10,
       logLevel: 'info',
       metricsPort: undefined,
       metricsHost: '127.0.0.1',
@@ -54,6 +55,9 @@ describe('loadConfig', () => {
     [{ PURGE_INTERVAL_SECONDS: '0' }, 'PURGE_INTERVAL_SECONDS'],
     [{ MAX_EXPIRES_IN_SECONDS: '1e9' }, 'MAX_EXPIRES_IN_SECONDS'],
     [{ MAX_KEYS_PER_USER: '0' }, 'MAX_KEYS_PER_USER'],
+    [{ KEY_CACHE_SECONDS: '3601' }, 'KEY_CACHE_SECONDS'],
+    [{ KEY_CACHE_SECONDS: '-1' }, 'KEY_CACHE_SECONDS'],
+    [{ KEY_CACHE_SECONDS: '1.5' }, 'KEY_CACHE_SECONDS'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ HOST: ' ' }, 'HOST'],
     [{ METRICS_PORT: 'abc' }, 'METRICS_PORT'],
@@ -82,6 +86,11 @@ describe('loadConfig', () => {
       metricsPort: 0,
       metricsHost: '::1',
     });
+  });
+
+  it('takes KEY_CACHE_SECONDS from 0 to 3600', () => {
+    expect(loadConfig({ KEY_CACHE_SECONDS: '0' }).keyCacheSeconds).toBe(0);
+    expect(loadConfig({}, { KEY_CACHE_SECONDS: '3600' }).keyCacheSeconds).toBe(3600);
   });
 
   it('maps settings to flags and back', () => {

@@ -11,6 +11,7 @@ export type CommitBatch = { size: number; seconds: number; committed: boolean };
 
 type Job = {
   run: () => unknown;
+  committed?: (value: unknown) => void;
   resolve: (value: unknown) => void;
   reject: (reason: unknown) => void;
 };
@@ -43,10 +44,18 @@ export class GroupCommitWriter {
     };
   }
 
-  /** Runs `work` inside the next shared transaction; resolves only after that transaction commits. */
-  write<T>(work: () => T): Promise<T> {
+  /**
+   * Runs `work` inside the next shared transaction; resolves only after that transaction commits.
+   * `committed` runs synchronously right after the COMMIT, before any writer's promise resolves.
+   */
+  write<T>(work: () => T, committed?: (value: T) => void): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ run: work, resolve: resolve as (value: unknown) => void, reject });
+      this.queue.push({
+        run: work,
+        committed: committed as ((value: unknown) => void) | undefined,
+        resolve: resolve as (value: unknown) => void,
+        reject,
+      });
       if (!this.scheduled) {
         this.scheduled = true;
         // setImmediate, not a microtask: requests parsed in this loop turn join the same commit.
@@ -100,6 +109,10 @@ export class GroupCommitWriter {
   }
 
   private settle(jobs: Job[], outcomes: Outcome[]): void {
+    for (let i = 0; i < jobs.length; i++) {
+      const outcome = outcomes[i] as Outcome;
+      if (outcome.ok) jobs[i]?.committed?.(outcome.value);
+    }
     for (let i = 0; i < jobs.length; i++) {
       const job = jobs[i] as Job;
       const outcome = outcomes[i] as Outcome;
