@@ -8,7 +8,7 @@ import type { ApiKeyStore } from './apikeys/store';
 import { forwardAuthRoutes } from './auth/forward-auth';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
-import type { Verifier } from './auth/verification';
+import type { OnVerdict, Verifier } from './auth/verification';
 import { verifyRoutes } from './auth/verify';
 import { recordRouteTemplate, requestIdOf } from './http/edge';
 import { errorResponse, HttpError } from './http/errors';
@@ -25,13 +25,24 @@ export type AppDeps = {
   logger: Logger;
   basePath: string;
   maxExpiresInSeconds: number;
+  /** Metrics: the outcome of each verify (`verify`) and forward-auth (`forward_auth`) check. */
+  onVerification?: (path: 'verify' | 'forward_auth', ...outcome: Parameters<OnVerdict>) => void;
 };
 
 // SQLite answers these when the disk, the file or another process's lock is in the way: the request
 // may succeed later, so 503 rather than 500.
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
 
-export function createApp({ service, store, jwt, verifier, logger, basePath, maxExpiresInSeconds }: AppDeps) {
+export function createApp({
+  service,
+  store,
+  jwt,
+  verifier,
+  logger,
+  basePath,
+  maxExpiresInSeconds,
+  onVerification,
+}: AppDeps) {
   const routes = { service, maxExpiresInSeconds, audit: createAuditLog(logger) };
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
   // The route template is recorded in the first hook (transform), so requests that then fail
@@ -101,6 +112,11 @@ export function createApp({ service, store, jwt, verifier, logger, basePath, max
     .use(referencePage())
     .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(jwt) }))
     .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }))
-    .use(verifyRoutes(verifier))
-    .use(forwardAuthRoutes(verifier));
+    .use(verifyRoutes(verifier, onVerification && ((...outcome) => onVerification('verify', ...outcome))))
+    .use(
+      forwardAuthRoutes(
+        verifier,
+        onVerification && ((...outcome) => onVerification('forward_auth', ...outcome)),
+      ),
+    );
 }

@@ -28,7 +28,12 @@ export function createKeygate(
       ? undefined
       : createMetrics({ version: VERSION, engine: 'sqlite', databaseUp: () => store.ping() });
   const store = createSqliteApiKeyStore(db, { onCommit: metrics?.commitObserved });
-  const keys = createKeyCache({ store, clock, ttlSeconds: config.keyCacheSeconds });
+  const keys = createKeyCache({
+    store,
+    clock,
+    ttlSeconds: config.keyCacheSeconds,
+    onLookup: metrics && ((hit) => metrics.cacheLookup('key', hit)),
+  });
   const service = createApiKeyService({ store, keys, clock, maxKeysPerUser: config.maxKeysPerUser });
   const jwt = createJwtAuthority({
     secret: jwtSecret,
@@ -44,6 +49,7 @@ export function createKeygate(
     logger,
     basePath: config.basePath,
     maxExpiresInSeconds: config.maxExpiresInSeconds,
+    onVerification: metrics?.verification,
   });
   const handle = withHttpEdge((request) => app.handle(request), logger, {
     bodyIgnoredUnder: [`${config.basePath}${FORWARD_AUTH_PATH}`],

@@ -142,6 +142,69 @@ describe('metrics through the API', () => {
     expect(sampleValue(after, 'keygate_db_commit_failures_total')).toBe(0);
   });
 
+  it('count verify outcomes by scheme and code', async () => {
+    const k = testKeygate({ METRICS_PORT: '0' });
+    const key = await k.createKey(5, { level: 3 });
+    const verify = (body: unknown) => k.req('POST', '/apikeys/verify', { body });
+    await verify({ key: key.key, secret: key.secret });
+    await verify({ key: key.key, secret: key.secret, minLevel: 5 });
+    await verify({ key: key.key, secret: 'wrong' });
+    await verify({ token: 'not.a.token' });
+    await verify({ token: await k.token(5) });
+    await verify({ key: key.key }); // 400: not an outcome
+    const samples = await scrape(k);
+    const outcome = (scheme: string, code: string) =>
+      sampleValue(samples, 'keygate_verifications_total', { path: 'verify', scheme, code });
+    expect(outcome('key', 'VALID')).toBe(1);
+    expect(outcome('key', 'INSUFFICIENT_LEVEL')).toBe(1);
+    expect(outcome('key', 'NOT_FOUND')).toBe(1);
+    expect(outcome('jwt', 'INVALID_TOKEN')).toBe(1);
+    expect(outcome('jwt', 'VALID')).toBe(1);
+    const total = samples
+      .filter((sample) => sample.name === 'keygate_verifications_total')
+      .reduce((sum, sample) => sum + sample.value, 0);
+    expect(total).toBe(5);
+  });
+
+  it('count forward-auth outcomes, including refusals before a verdict', async () => {
+    const k = testKeygate({ METRICS_PORT: '0' });
+    const key = await k.createKey(6, { level: 2 });
+    await k.req('GET', '/forward-auth');
+    await k.req('GET', '/forward-auth/app', { headers: k.basic(key.key, key.secret) });
+    await k.req('GET', '/forward-auth?minLevel=4', { headers: k.basic(key.key, key.secret) });
+    await k.req('GET', '/forward-auth', { headers: { authorization: 'Bearer' } });
+    await k.req('GET', '/forward-auth', { headers: await k.bearer(6) });
+    await k.req('GET', '/forward-auth?minLevel=x', { headers: await k.bearer(6) }); // 400: not counted
+    const samples = await scrape(k);
+    const outcome = (scheme: string, code: string) =>
+      sampleValue(samples, 'keygate_verifications_total', { path: 'forward_auth', scheme, code });
+    expect(outcome('none', 'NO_CREDENTIALS')).toBe(1);
+    expect(outcome('key', 'VALID')).toBe(1);
+    expect(outcome('key', 'INSUFFICIENT_LEVEL')).toBe(1);
+    expect(outcome('jwt', 'MALFORMED')).toBe(1);
+    expect(outcome('jwt', 'VALID')).toBe(1);
+    expect(
+      sampleValue(samples, 'keygate_http_requests_total', { route: '/forward-auth/*', status: '200' }),
+    ).toBe(1);
+  });
+
+  it('count rotations, and key-cache hits and misses', async () => {
+    const k = testKeygate({ METRICS_PORT: '0' });
+    const key = await k.createKey(8, { level: 1 });
+    const rotated = await k.req('POST', `/apikeys/${key.key}/rotate/jwt`, { headers: await k.bearer(8) });
+    expect(rotated.status).toBe(201);
+    const fresh = rotated.json.apikey as { key: string; secret: string };
+    await k.req('POST', '/apikeys/verify', { body: { key: fresh.key, secret: fresh.secret } });
+    await k.req('POST', '/apikeys/verify', { body: { key: fresh.key, secret: fresh.secret } });
+    const samples = await scrape(k);
+    expect(sampleValue(samples, 'keygate_keys_rotated_total')).toBe(1);
+    expect(sampleValue(samples, 'keygate_keys_created_total')).toBe(1); // the rotation is counted as such
+    const lookups = (result: string) =>
+      sampleValue(samples, 'keygate_cache_lookups_total', { cache: 'key', result });
+    expect(lookups('miss')).toBeGreaterThanOrEqual(1);
+    expect(lookups('hit')).toBeGreaterThanOrEqual(1);
+  });
+
   it('never carry a key, a user id, a secret or a token in a label', async () => {
     const k = testKeygate({ METRICS_PORT: '0' });
     const key = await k.createKey(987654321);
@@ -153,10 +216,12 @@ describe('metrics through the API', () => {
     }
     const labelNames = new Set(parseExposition(text).flatMap((sample) => Object.keys(sample.labels)));
     expect([...labelNames].sort()).toEqual([
+      'cache',
       'engine',
       'le',
       'method',
       'reason',
+      'result',
       'route',
       'status',
       'version',
