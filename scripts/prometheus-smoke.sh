@@ -78,14 +78,17 @@ METRICS=$(sed -n 's/.*"metrics":"\([^"]*\)".*/\1/p' <<<"$line")
 [ -n "$API" ] && [ -n "$METRICS" ] || fail "no API or metrics URL in the start-up line: $line"
 say "keygate (pid $KEYGATE_PID): API $API, metrics $METRICS"
 
-# Traffic Prometheus should see: 5 health checks, 2 unknown paths, 1 key created and deleted.
+# Traffic Prometheus should see: 5 health checks, 2 unknown paths, 1 key created, verified and deleted.
 for i in 1 2 3 4 5; do curl -sS -o /dev/null --max-time 5 "$API/health"; done
 for i in 1 2; do curl -sS -o /dev/null --max-time 5 "$API/nope"; done
 printf 'Authorization: Bearer %s\n' "$(bun src/cli.ts token --sub 7)" >"$WORK/bearer"
-key=$(curl -sS --max-time 5 -H "@$WORK/bearer" -H 'Content-Type: application/json' \
-  --data '{"name":"prometheus-smoke","level":1,"expiresIn":60}' "$API/apikeys/jwt" \
-  | sed -n 's/.*"key":"\([^"]*\)".*/\1/p')
+curl -sS --max-time 5 -H "@$WORK/bearer" -H 'Content-Type: application/json' \
+  --data '{"name":"prometheus-smoke","level":1,"expiresIn":60}' "$API/apikeys/jwt" >"$WORK/created.json"
+key=$(sed -n 's/.*"key":"\([^"]*\)".*/\1/p' "$WORK/created.json")
+secret=$(sed -n 's/.*"secret":"\([^"]*\)".*/\1/p' "$WORK/created.json")
 [[ "$key" == kg_* ]] || fail "the create did not return a key"
+printf '{"key":"%s","secret":"%s"}' "$key" "$secret" >"$WORK/verify.json"
+curl -sS -o /dev/null --max-time 5 -H 'Content-Type: application/json' --data "@$WORK/verify.json" "$API/apikeys/verify"
 code=$(curl -sS -o /dev/null -w '%{http_code}' --max-time 5 -X DELETE -H "@$WORK/bearer" "$API/apikeys/$key/jwt")
 [ "$code" = 204 ] || fail "the delete answered $code"
 
@@ -131,5 +134,6 @@ check 'keygate_http_requests_total{job="keygate",route="unmatched",status="404"}
 check 'keygate_keys_created_total{job="keygate"}' 1
 check 'keygate_keys_deleted_total{job="keygate",reason="revoked"}' 1
 check 'keygate_db_up{job="keygate"}' 1
-check 'sum(keygate_http_request_duration_seconds_count{job="keygate"})' 9
+check 'keygate_verifications_total{job="keygate",path="verify",scheme="key",code="VALID"}' 1
+check 'sum(keygate_http_request_duration_seconds_count{job="keygate"})' 10
 check 'count(keygate_build_info{job="keygate",engine="sqlite"})' 1

@@ -53,7 +53,7 @@ export function createApp({
     basePath,
     info: { title: 'keygate', version: VERSION, description: 'Create, manage and verify API keys.' },
     tags: [
-      { name: 'API keys', description: 'Create and delete API keys.' },
+      { name: 'API keys', description: 'Create, list, get, rotate and delete API keys.' },
       { name: 'Verification', description: 'Verify a credential, or forward-auth for a reverse proxy.' },
       { name: 'Operations', description: 'Health.' },
     ],
