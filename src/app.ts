@@ -4,7 +4,7 @@ import { createAuditLog } from './apikeys/audit';
 import { describeCreateBodyProblem, ErrorResponse, HealthResponse } from './apikeys/model';
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
-import type { ApiKeyStore } from './apikeys/store';
+import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
 import { forwardAuthRoutes } from './auth/forward-auth';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
@@ -28,10 +28,6 @@ export type AppDeps = {
   /** Metrics: the outcome of each verify (`verify`) and forward-auth (`forward_auth`) check. */
   onVerification?: (path: 'verify' | 'forward_auth', ...outcome: Parameters<OnVerdict>) => void;
 };
-
-// SQLite answers these when the disk, the file or another process's lock is in the way: the request
-// may succeed later, so 503 rather than 500.
-const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
 
 export function createApp({
   service,
@@ -83,10 +79,9 @@ export function createApp({
       }
       if (code === 'NOT_FOUND') return errorResponse(404, `There is no ${request.method} ${path}.`);
       if (code === 'PARSE') return errorResponse(400, 'The body is not valid JSON.');
-      const sqliteCode = (error as { code?: unknown }).code;
       const requestId = requestIdOf(request);
-      if (typeof sqliteCode === 'string' && UNAVAILABLE_CODES.test(sqliteCode)) {
-        logger.warn('database unavailable', { requestId, code: sqliteCode });
+      if (error instanceof StoreUnavailableError) {
+        logger.warn('database unavailable', { requestId, code: error.code });
         return errorResponse(503, 'The database is unavailable right now; try again shortly.', {
           'retry-after': '1',
         });

@@ -15,29 +15,24 @@ const TRANSPORT_BODY_LIMIT = Number.MAX_SAFE_INTEGER;
 
 export type RunningServer = { url: URL; metricsUrl: URL | undefined; stop(): Promise<void> };
 
-export function serve(
+/** Opens (and migrates) the database first, then listens: no request meets an unmigrated schema. */
+export async function serve(
   config: Config,
-  { jwtSecret, logger }: { jwtSecret: string; logger: Logger },
-): RunningServer {
-  const keygate = createKeygate(config, { jwtSecret, logger });
+  { jwtSecret, logger }: { jwtSecret: string | undefined; logger: Logger },
+): Promise<RunningServer> {
+  const keygate = await createKeygate(config, { jwtSecret, logger });
   const { metrics } = keygate;
-  const metricsListener: MetricsListener | undefined =
-    metrics && config.metricsPort !== undefined
-      ? startMetricsListener({ host: config.metricsHost, port: config.metricsPort, metrics })
-      : undefined;
+  let metricsListener: MetricsListener | undefined;
   let server: ReturnType<typeof Bun.serve>;
   try {
-    server = Bun.serve({
-      hostname: config.host,
-      port: config.port,
-      fetch: keygate.handle,
-      maxRequestBodySize: TRANSPORT_BODY_LIMIT,
-      idleTimeout: IDLE_TIMEOUT_SECONDS,
-      development: false,
-      reusePort: false, // Bun 1.4 sets SO_REUSEPORT here otherwise; a busy port must fail to start
-    });
+    metricsListener =
+      metrics && config.metricsPort !== undefined
+        ? startMetricsListener({ host: config.metricsHost, port: config.metricsPort, metrics })
+        : undefined;
+    server = listen(config, keygate.handle);
   } catch (error) {
-    void metricsListener?.stop();
+    await metricsListener?.stop();
+    await keygate.close();
     throw error;
   }
   const purge = startPurgeTimer({
@@ -49,7 +44,7 @@ export function serve(
   const url = new URL(config.basePath || '/', server.url);
   logger.info('listening', {
     url: url.href,
-    database: config.databaseUrl,
+    database: keygate.database,
     ...(metricsListener ? { metrics: metricsListener.url.href } : {}),
   });
   return {
@@ -65,4 +60,16 @@ export function serve(
       logger.flush();
     },
   };
+}
+
+function listen(config: Config, fetch: (request: Request) => Promise<Response>) {
+  return Bun.serve({
+    hostname: config.host,
+    port: config.port,
+    fetch,
+    maxRequestBodySize: TRANSPORT_BODY_LIMIT,
+    idleTimeout: IDLE_TIMEOUT_SECONDS,
+    development: false,
+    reusePort: false, // Bun 1.4 sets SO_REUSEPORT here otherwise; a busy port must fail to start
+  });
 }

@@ -64,7 +64,7 @@ async function verdictOf(verifier: Verifier, request: Request, onVerdict?: OnVer
     throw new HttpError(403, 'The credential headers are malformed.');
   }
   let verdict: Verdict;
-  if (bearer.kind === 'bearer') verdict = await verifier.verifyToken(bearer.token, 0);
+  if (bearer.kind === 'bearer') verdict = await verifier.verifyToken(bearer.token, 0, request);
   else if (key?.kind === 'key') verdict = await verifier.verifyKey(key.key, key.secret, 0);
   else throw new Error('unreachable: a credential is present');
   if (verdict.valid) {

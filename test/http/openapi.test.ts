@@ -12,7 +12,7 @@ const scratch = mkdtempSync(join(tmpdir(), 'keygate-openapi-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 async function documentOf(env: Record<string, string> = {}) {
-  const k = testKeygate(env);
+  const k = await testKeygate(env);
   const response = await k.req('GET', '/openapi/json');
   expect(response.status).toBe(200);
   return response.json;
@@ -132,7 +132,7 @@ describe('the OpenAPI document', () => {
       'X-Request-Id',
     ]);
     // What it documents is what keygate sends.
-    const k = testKeygate();
+    const k = await testKeygate();
     const unauthenticated = await k.req('POST', '/apikeys/jwt', { body: {} });
     expect(unauthenticated.status).toBe(401);
     expect(unauthenticated.headers.get('www-authenticate')).toStartWith('Bearer');

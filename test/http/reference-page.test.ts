@@ -10,7 +10,7 @@ const swaggerUi = (file: string) =>
 
 describe('GET /openapi (the reference page)', () => {
   it('is HTML whose scripts and styles are all relative URLs on keygate itself', async () => {
-    const k = testKeygate();
+    const k = await testKeygate();
     const page = await k.req('GET', '/openapi');
     expect(page.status).toBe(200);
     expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
@@ -25,7 +25,7 @@ describe('GET /openapi (the reference page)', () => {
   });
 
   it('carries a Content-Security-Policy that allows only its own origin', async () => {
-    const page = await testKeygate().req('GET', '/openapi');
+    const page = await (await testKeygate()).req('GET', '/openapi');
     const policy = page.headers.get('content-security-policy') ?? '';
     expect(policy).toBe(REFERENCE_PAGE_CSP);
     const directives = Object.fromEntries(
@@ -40,7 +40,7 @@ describe('GET /openapi (the reference page)', () => {
   });
 
   it('serves the pinned Swagger UI files byte for byte, and a start script that calls no third party', async () => {
-    const k = testKeygate();
+    const k = await testKeygate();
     const bundle = await k.req('GET', '/openapi/swagger-ui-bundle.js');
     expect(bundle.status).toBe(200);
     expect(bundle.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
@@ -55,7 +55,7 @@ describe('GET /openapi (the reference page)', () => {
   });
 
   it('works under BASE_PATH, and its files stay out of the OpenAPI document', async () => {
-    const k = testKeygate({ BASE_PATH: '/auth' });
+    const k = await testKeygate({ BASE_PATH: '/auth' });
     expect((await k.req('GET', '/openapi')).status).toBe(200);
     expect((await k.req('GET', '/openapi/start.js')).status).toBe(200);
     const paths = Object.keys((await k.req('GET', '/openapi/json')).json.paths);
@@ -63,7 +63,7 @@ describe('GET /openapi (the reference page)', () => {
   });
 
   it('answers 404 for other files under /openapi', async () => {
-    const k = testKeygate();
+    const k = await testKeygate();
     for (const path of [
       '/openapi/index.html',
       '/openapi/../package.json',

@@ -5,7 +5,7 @@ import { loadConfig } from '../../src/config';
 import { createLogger } from '../../src/log';
 import { createMetrics } from '../../src/metrics/metrics';
 import { type RunningServer, serve } from '../../src/serve';
-import { JWT_SECRET, testKeygate } from '../support/keygate';
+import { JWT_SECRET, type TestKeygate, testKeygate } from '../support/keygate';
 
 type Sample = { name: string; labels: Record<string, string>; value: number };
 
@@ -39,19 +39,19 @@ function sampleValue(
   return found[0]?.value;
 }
 
-async function scrape(k: ReturnType<typeof testKeygate>): Promise<Sample[]> {
+async function scrape(k: TestKeygate): Promise<Sample[]> {
   const metrics = k.keygate.metrics;
   if (!metrics) throw new Error('metrics are off');
   return parseExposition(await metrics.exposition());
 }
 
 describe('metrics through the API', () => {
-  it('are off, and nothing is counted, while METRICS_PORT is unset', () => {
-    expect(testKeygate().keygate.metrics).toBeUndefined();
+  it('are off, and nothing is counted, while METRICS_PORT is unset', async () => {
+    expect((await testKeygate()).keygate.metrics).toBeUndefined();
   });
 
   it('count requests by method, route template and status, with a latency histogram', async () => {
-    const k = testKeygate({ METRICS_PORT: '0' });
+    const k = await testKeygate({ METRICS_PORT: '0' });
     const key = await k.createKey(42);
     await k.req('DELETE', `/apikeys/${key.key}/jwt`, { headers: await k.bearer(42) });
     await k.req('DELETE', `/apikeys/${key.key}/jwt`, { headers: await k.bearer(42) });
@@ -76,7 +76,7 @@ describe('metrics through the API', () => {
   });
 
   it('label failures before the handler (auth, body) with the route they were meant for', async () => {
-    const k = testKeygate({ METRICS_PORT: '0' });
+    const k = await testKeygate({ METRICS_PORT: '0' });
     await k.req('POST', '/apikeys/key', { headers: k.basic('kg_000000000000000000000000', 'x'), body: '{' });
     await k.req('POST', '/apikeys/jwt', { headers: await k.bearer(1), body: '{not json' });
     await k.req('DELETE', '/apikeys/kg_nope/key');
@@ -93,7 +93,7 @@ describe('metrics through the API', () => {
   });
 
   it('put unknown paths and bodies refused before routing under one fixed label', async () => {
-    const k = testKeygate({ METRICS_PORT: '0' });
+    const k = await testKeygate({ METRICS_PORT: '0' });
     for (const path of ['/nope', '/a/b/c', `/${'x'.repeat(200)}`]) await k.req('GET', path);
     await k.req('POST', '/apikeys/jwt', {
       headers: { ...(await k.bearer(1)), 'content-length': String(64 * 1024) },
@@ -117,7 +117,7 @@ describe('metrics through the API', () => {
   });
 
   it('count keys created and revoked, and commits with their batch sizes', async () => {
-    const k = testKeygate({ METRICS_PORT: '0' });
+    const k = await testKeygate({ METRICS_PORT: '0' });
     const before = await scrape(k);
     expect(sampleValue(before, 'keygate_keys_created_total')).toBe(0);
     expect(sampleValue(before, 'keygate_keys_deleted_total', { reason: 'revoked' })).toBe(0);
@@ -143,7 +143,7 @@ describe('metrics through the API', () => {
   });
 
   it('count verify outcomes by scheme and code', async () => {
-    const k = testKeygate({ METRICS_PORT: '0' });
+    const k = await testKeygate({ METRICS_PORT: '0' });
     const key = await k.createKey(5, { level: 3 });
     const verify = (body: unknown) => k.req('POST', '/apikeys/verify', { body });
     await verify({ key: key.key, secret: key.secret });
@@ -167,7 +167,7 @@ describe('metrics through the API', () => {
   });
 
   it('count forward-auth outcomes, including refusals before a verdict', async () => {
-    const k = testKeygate({ METRICS_PORT: '0' });
+    const k = await testKeygate({ METRICS_PORT: '0' });
     const key = await k.createKey(6, { level: 2 });
     await k.req('GET', '/forward-auth');
     await k.req('GET', '/forward-auth/app', { headers: k.basic(key.key, key.secret) });
@@ -189,7 +189,7 @@ describe('metrics through the API', () => {
   });
 
   it('count rotations, and key-cache hits and misses', async () => {
-    const k = testKeygate({ METRICS_PORT: '0' });
+    const k = await testKeygate({ METRICS_PORT: '0' });
     const key = await k.createKey(8, { level: 1 });
     const rotated = await k.req('POST', `/apikeys/${key.key}/rotate/jwt`, { headers: await k.bearer(8) });
     expect(rotated.status).toBe(201);
@@ -206,7 +206,7 @@ describe('metrics through the API', () => {
   });
 
   it('never carry a key, a user id, a secret or a token in a label', async () => {
-    const k = testKeygate({ METRICS_PORT: '0' });
+    const k = await testKeygate({ METRICS_PORT: '0' });
     const key = await k.createKey(987654321);
     await k.req('DELETE', `/apikeys/${key.key}/key`, { headers: k.basic(key.key, key.secret) });
     await k.req('DELETE', '/apikeys/kg_AAAAAAAAAAAAAAAAAAAAAAAA/jwt', { headers: await k.bearer(987654321) });
@@ -229,21 +229,21 @@ describe('metrics through the API', () => {
   });
 
   it('leave BASE_PATH out of the route label', async () => {
-    const k = testKeygate({ METRICS_PORT: '0', BASE_PATH: '/auth' });
+    const k = await testKeygate({ METRICS_PORT: '0', BASE_PATH: '/auth' });
     await k.req('GET', '/health');
     const samples = await scrape(k);
     expect(sampleValue(samples, 'keygate_http_requests_total', { route: '/health', status: '200' })).toBe(1);
   });
 
   it('say whether the database answers at each scrape, and which build answers', async () => {
-    const k = testKeygate({ METRICS_PORT: '0' });
+    const k = await testKeygate({ METRICS_PORT: '0' });
     const up = await scrape(k);
     expect(sampleValue(up, 'keygate_db_up')).toBe(1);
     expect(sampleValue(up, 'keygate_build_info', { engine: 'sqlite' })).toBe(1);
     expect(up.find((sample) => sample.name === 'keygate_build_info')?.labels.version).toMatch(
       /^\d+\.\d+\.\d+/,
     );
-    k.keygate.db.$client.close();
+    k.keygate.sqlite?.close();
     expect(sampleValue(await scrape(k), 'keygate_db_up')).toBe(0);
   });
 });
@@ -328,7 +328,7 @@ describe('the metrics listener (real sockets)', () => {
     server = undefined;
   });
 
-  function start(env: Record<string, string> = {}) {
+  async function start(env: Record<string, string> = {}) {
     const config = loadConfig({
       DATABASE_URL: ':memory:',
       HOST: '127.0.0.1',
@@ -337,12 +337,12 @@ describe('the metrics listener (real sockets)', () => {
       JWT_SECRET,
       ...env,
     });
-    server = serve(config, { jwtSecret: JWT_SECRET, logger: createLogger('silent') });
+    server = await serve(config, { jwtSecret: JWT_SECRET, logger: createLogger('silent') });
     return server;
   }
 
   it('serves GET /metrics on its own port, in the Prometheus text format', async () => {
-    const { url, metricsUrl } = start();
+    const { url, metricsUrl } = await start();
     expect(metricsUrl?.hostname).toBe('127.0.0.1');
     expect(metricsUrl?.port).not.toBe(url.port);
     expect((await fetch(new URL('health', url))).status).toBe(200);
@@ -357,7 +357,7 @@ describe('the metrics listener (real sockets)', () => {
   });
 
   it('answers other paths and methods there with the JSON error shape, and /metrics is not on the API port', async () => {
-    const { url, metricsUrl } = start();
+    const { url, metricsUrl } = await start();
     const other = await fetch(new URL('/other', metricsUrl));
     expect(other.status).toBe(404);
     expect(other.headers.get('content-type')).toBe('application/json');
@@ -368,16 +368,16 @@ describe('the metrics listener (real sockets)', () => {
     expect((await fetch(new URL('/metrics', url))).status).toBe(404);
   });
 
-  it('does not open when METRICS_PORT is unset', () => {
+  it('does not open when METRICS_PORT is unset', async () => {
     const config = loadConfig({ DATABASE_URL: ':memory:', HOST: '127.0.0.1', PORT: '0', JWT_SECRET });
-    server = serve(config, { jwtSecret: JWT_SECRET, logger: createLogger('silent') });
+    server = await serve(config, { jwtSecret: JWT_SECRET, logger: createLogger('silent') });
     expect(server.metricsUrl).toBeUndefined();
   });
 
   it('refuses to start when the metrics port is taken, leaving the API port closed', async () => {
     const taken = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
     try {
-      expect(() => start({ METRICS_PORT: String(taken.port) })).toThrow();
+      await expect(start({ METRICS_PORT: String(taken.port) })).rejects.toThrow();
       server = undefined;
     } finally {
       taken.stop(true);
