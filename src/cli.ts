@@ -16,7 +16,7 @@ import {
   type SettingName,
   settingOfFlag,
 } from './config';
-import { redactedUrl } from './db/postgres/open';
+import { isPostgresUrl, redactedUrl } from './db/postgres/open';
 import { purgeExpiredKeys } from './jobs/purge';
 import { openStore } from './keygate';
 import { createLogger } from './log';
@@ -245,9 +245,10 @@ function versionLine(): string {
   return `keygate ${VERSION} (commit ${COMMIT}, bun ${Bun.version})`;
 }
 
-/** Only `serve` and `migrate` may create the database: elsewhere a mistyped path is an error. */
+/** Only `serve` and `migrate` may create a SQLite file: elsewhere a mistyped path is an error. */
 function existingDatabase(config: Config, command: Command): string {
-  if (config.databaseUrl !== ':memory:' && !existsSync(config.databaseUrl)) {
+  const file = config.databaseUrl !== ':memory:' && !isPostgresUrl(config.databaseUrl);
+  if (file && !existsSync(config.databaseUrl)) {
     throw new UsageError(
       `the database ${config.databaseUrl} does not exist; keygate ${command} uses an existing one ` +
         '(keygate serve or keygate migrate creates it). Check DATABASE_URL or --database-url.',
