@@ -105,6 +105,11 @@ function basePath(value: string): string {
       `BASE_PATH must look like /segment or /a/b, made of letters, digits and ._~- (got "${value}").`,
     );
   }
+  // `.` and `..` segments pass the character check, but URLs normalise them away: every route would
+  // then be 404 while the start-up line shows a normalised URL. Refused instead.
+  if (trimmed.split('/').some((segment) => segment === '.' || segment === '..')) {
+    throw new ConfigError(`BASE_PATH must not contain "." or ".." segments (got "${value}").`);
+  }
   return trimmed;
 }
 
