@@ -19,6 +19,8 @@ export type Config = Readonly<{
   maxExpiresInSeconds: number;
   maxKeysPerUser: number;
   logLevel: LogLevel;
+  idleTimeoutSeconds: number;
+  shutdownTimeoutSeconds: number;
 }>;
 
 /** Every setting: its environment variable, its default, and what a bad value is told. */
@@ -37,6 +39,14 @@ export const SETTINGS = {
   MAX_EXPIRES_IN_SECONDS: { default: '315360000', help: 'largest expiresIn accepted (default ten years)' },
   MAX_KEYS_PER_USER: { default: '1000', help: 'live keys one user may hold' },
   LOG_LEVEL: { default: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
+  IDLE_TIMEOUT_SECONDS: {
+    default: '75',
+    help: 'seconds an idle keep-alive connection stays open (1-255; keep it above the proxy’s)',
+  },
+  SHUTDOWN_TIMEOUT_SECONDS: {
+    default: '8',
+    help: 'seconds SIGTERM waits for requests in flight before closing their connections',
+  },
 } as const;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -82,6 +92,9 @@ export function loadConfig(
     ),
     maxKeysPerUser: integer('MAX_KEYS_PER_USER', raw('MAX_KEYS_PER_USER'), 1, 1_000_000_000),
     logLevel: logLevel(raw('LOG_LEVEL') ?? 'info'),
+    // Bun's idleTimeout takes at most 255 seconds.
+    idleTimeoutSeconds: integer('IDLE_TIMEOUT_SECONDS', raw('IDLE_TIMEOUT_SECONDS'), 1, 255),
+    shutdownTimeoutSeconds: integer('SHUTDOWN_TIMEOUT_SECONDS', raw('SHUTDOWN_TIMEOUT_SECONDS'), 0, 3600),
   });
 }
 

@@ -23,6 +23,8 @@ describe('loadConfig', () => {
       maxExpiresInSeconds: 315360000,
       maxKeysPerUser: 1000,
       logLevel: 'info',
+      idleTimeoutSeconds: 75,
+      shutdownTimeoutSeconds: 8,
     });
   });
 
@@ -58,6 +60,10 @@ describe('loadConfig', () => {
     [{ MAX_KEYS_PER_USER: '0' }, 'MAX_KEYS_PER_USER'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ HOST: ' ' }, 'HOST'],
+    [{ IDLE_TIMEOUT_SECONDS: '0' }, 'IDLE_TIMEOUT_SECONDS'],
+    [{ IDLE_TIMEOUT_SECONDS: '256' }, 'IDLE_TIMEOUT_SECONDS'],
+    [{ SHUTDOWN_TIMEOUT_SECONDS: '-1' }, 'SHUTDOWN_TIMEOUT_SECONDS'],
+    [{ SHUTDOWN_TIMEOUT_SECONDS: '2.5' }, 'SHUTDOWN_TIMEOUT_SECONDS'],
   ])('rejects %p with one line naming %s', (env, name) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     try {
