@@ -241,6 +241,8 @@ type Fixtures = {
   bearerFile: string;
   basicFile: string;
   wrongSecretFile: string;
+  verifyKeyFile: string;
+  verifyTokenFile: string;
   templates: Record<string, string>;
 };
 
@@ -253,6 +255,8 @@ async function prepareFixtures(): Promise<Fixtures> {
   }
   const basics: string[] = [];
   const wrongSecrets: string[] = [];
+  const verifyKeys: string[] = [];
+  const verifyTokens = bearers.map((bearer) => JSON.stringify({ token: bearer.slice('Bearer '.length) }));
   const base64 = (text: string) => Buffer.from(text).toString('base64');
   const callerKeys = {
     count: users,
@@ -263,6 +267,7 @@ async function prepareFixtures(): Promise<Fixtures> {
     onKey(id: string, secret: string) {
       basics.push(`Basic ${base64(`${id}:${secret}`)}`);
       wrongSecrets.push(`Basic ${base64(`${id}:${randomBytes(32).toString('base64url')}`)}`);
+      verifyKeys.push(JSON.stringify({ key: id, secret }));
     },
   };
   const templates: Record<string, string> = { empty: join(scratch, 'template-empty.db') };
@@ -309,6 +314,8 @@ async function prepareFixtures(): Promise<Fixtures> {
     bearerFile: write('bearer.txt', bearers),
     basicFile: write('basic.txt', basics),
     wrongSecretFile: write('wrong-secret.txt', wrongSecrets),
+    verifyKeyFile: write('verify-key.txt', verifyKeys),
+    verifyTokenFile: write('verify-token.txt', verifyTokens),
     templates,
   };
 }
@@ -339,7 +346,10 @@ type CaseName =
   | 'create via key'
   | 'delete via JWT'
   | 'delete via key'
-  | 'auth failure (403)';
+  | 'auth failure (403)'
+  | 'verify (key)'
+  | 'verify (token)'
+  | 'forward-auth (key)';
 
 type Case = {
   name: CaseName;
@@ -376,6 +386,21 @@ function cases(fixtures: Fixtures): Case[] {
     },
     { name: 'delete via JWT', expect: 204, load: deletes('jwt', fixtures.bearerFile) },
     { name: 'delete via key', expect: 204, load: deletes('key', fixtures.basicFile) },
+    {
+      name: 'verify (key)',
+      expect: 200,
+      load: () => ({ script: 'post-body.lua', args: ['/apikeys/verify', fixtures.verifyKeyFile] }),
+    },
+    {
+      name: 'verify (token)',
+      expect: 200,
+      load: () => ({ script: 'post-body.lua', args: ['/apikeys/verify', fixtures.verifyTokenFile] }),
+    },
+    {
+      name: 'forward-auth (key)',
+      expect: 200,
+      load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.basicFile] }),
+    },
   ];
 }
 

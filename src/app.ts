@@ -1,12 +1,16 @@
 // createApp wires the routes, the authentication schemes and the one error mapping; no logic here.
 import { openapi } from '@elysiajs/openapi';
 import { Elysia, ValidationError } from 'elysia';
+import { createAuditLog } from './apikeys/audit';
 import { describeCreateBodyProblem } from './apikeys/model';
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
 import type { ApiKeyStore } from './apikeys/store';
+import { forwardAuthRoutes } from './auth/forward-auth';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
+import type { Verifier } from './auth/verification';
+import { verifyRoutes } from './auth/verify';
 import { requestIdOf } from './http/edge';
 import { errorResponse, HttpError } from './http/errors';
 import type { Logger } from './log';
@@ -16,6 +20,7 @@ export type AppDeps = {
   service: ApiKeyService;
   store: Pick<ApiKeyStore, 'ping'>;
   jwt: JwtAuthority;
+  verifier: Verifier;
   logger: Logger;
   basePath: string;
   maxExpiresInSeconds: number;
@@ -25,8 +30,8 @@ export type AppDeps = {
 // may succeed later, so 503 rather than 500.
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
 
-export function createApp({ service, store, jwt, logger, basePath, maxExpiresInSeconds }: AppDeps) {
-  const routes = { service, maxExpiresInSeconds };
+export function createApp({ service, store, jwt, verifier, logger, basePath, maxExpiresInSeconds }: AppDeps) {
+  const routes = { service, maxExpiresInSeconds, audit: createAuditLog(logger) };
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
   return new Elysia({ prefix: basePath, normalize: false, strictPath: true })
     .onError(({ code, error, request, path }) => {
@@ -59,8 +64,8 @@ export function createApp({ service, store, jwt, logger, basePath, maxExpiresInS
     })
     .get(
       '/health',
-      () => {
-        if (!store.ping()) throw new HttpError(503, 'The database does not answer.');
+      async () => {
+        if (!(await store.ping())) throw new HttpError(503, 'The database does not answer.');
         return { status: 'ok' as const };
       },
       { detail: { summary: 'Health: 200 once the database answers', tags: ['Operations'] } },
@@ -82,5 +87,7 @@ export function createApp({ service, store, jwt, logger, basePath, maxExpiresInS
       }),
     )
     .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(jwt) }))
-    .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }));
+    .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }))
+    .use(verifyRoutes(verifier))
+    .use(forwardAuthRoutes(verifier));
 }

@@ -1,6 +1,5 @@
 #!/usr/bin/env bun
 // The one entry point: argv → serve | token | purge | migrate | healthcheck. The only place that exits.
-import { createApiKeyStore } from './apikeys/store';
 import { createJwtAuthority } from './auth/jwt';
 import { resolveJwtSecret } from './auth/jwt-secret';
 import { systemClock } from './clock';
@@ -14,6 +13,7 @@ import {
   settingOfFlag,
 } from './config';
 import { appliedMigrationCount, openDatabase } from './db/open';
+import { createSqliteApiKeyStore } from './db/sqlite-store';
 import { purgeExpiredKeys } from './jobs/purge';
 import { createLogger } from './log';
 import { serve } from './serve';
@@ -96,7 +96,7 @@ async function run(argv: string[]): Promise<number> {
       return print(await mintToken(config, parsed.options));
     case 'purge': {
       const db = openDatabase(config.databaseUrl);
-      const removed = await purgeExpiredKeys(createApiKeyStore(db), systemClock);
+      const removed = await purgeExpiredKeys(createSqliteApiKeyStore(db), systemClock);
       db.$client.close();
       return print(`purged ${removed} expired keys`);
     }

@@ -18,6 +18,8 @@ export type Config = Readonly<{
   purgeIntervalSeconds: number;
   maxExpiresInSeconds: number;
   maxKeysPerUser: number;
+  /** How long a key's row stays in memory; also bounds staleness when a change event is lost. */
+  keyCacheSeconds: number;
   logLevel: LogLevel;
   idleTimeoutSeconds: number;
   shutdownTimeoutSeconds: number;
@@ -38,6 +40,10 @@ export const SETTINGS = {
   PURGE_INTERVAL_SECONDS: { default: '60', help: 'seconds between purges of expired keys' },
   MAX_EXPIRES_IN_SECONDS: { default: '315360000', help: 'largest expiresIn accepted (default ten years)' },
   MAX_KEYS_PER_USER: { default: '1000', help: 'live keys one user may hold' },
+  KEY_CACHE_SECONDS: {
+    default: '10',
+    help: 'seconds a key is kept in memory (0 to 3600; 0 turns the cache off)',
+  },
   LOG_LEVEL: { default: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
   IDLE_TIMEOUT_SECONDS: {
     default: '75',
@@ -91,6 +97,7 @@ export function loadConfig(
       TEN_THOUSAND_YEARS_S,
     ),
     maxKeysPerUser: integer('MAX_KEYS_PER_USER', raw('MAX_KEYS_PER_USER'), 1, 1_000_000_000),
+    keyCacheSeconds: integer('KEY_CACHE_SECONDS', raw('KEY_CACHE_SECONDS'), 0, 3600),
     logLevel: logLevel(raw('LOG_LEVEL') ?? 'info'),
     // Bun's idleTimeout takes at most 255 seconds.
     idleTimeoutSeconds: integer('IDLE_TIMEOUT_SECONDS', raw('IDLE_TIMEOUT_SECONDS'), 1, 255),

@@ -22,6 +22,7 @@ describe('loadConfig', () => {
       purgeIntervalSeconds: 60,
       maxExpiresInSeconds: 315360000,
       maxKeysPerUser: 1000,
+      keyCacheSeconds: 10,
       logLevel: 'info',
       idleTimeoutSeconds: 75,
       shutdownTimeoutSeconds: 8,
@@ -58,6 +59,9 @@ describe('loadConfig', () => {
     [{ PURGE_INTERVAL_SECONDS: '0' }, 'PURGE_INTERVAL_SECONDS'],
     [{ MAX_EXPIRES_IN_SECONDS: '1e9' }, 'MAX_EXPIRES_IN_SECONDS'],
     [{ MAX_KEYS_PER_USER: '0' }, 'MAX_KEYS_PER_USER'],
+    [{ KEY_CACHE_SECONDS: '3601' }, 'KEY_CACHE_SECONDS'],
+    [{ KEY_CACHE_SECONDS: '-1' }, 'KEY_CACHE_SECONDS'],
+    [{ KEY_CACHE_SECONDS: '1.5' }, 'KEY_CACHE_SECONDS'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ HOST: ' ' }, 'HOST'],
     [{ IDLE_TIMEOUT_SECONDS: '0' }, 'IDLE_TIMEOUT_SECONDS'],
@@ -72,6 +76,11 @@ describe('loadConfig', () => {
       expect((error as Error).message.startsWith(name)).toBe(true);
       expect((error as Error).message).not.toContain('\n');
     }
+  });
+
+  it('takes KEY_CACHE_SECONDS from 0 to 3600', () => {
+    expect(loadConfig({ KEY_CACHE_SECONDS: '0' }).keyCacheSeconds).toBe(0);
+    expect(loadConfig({}, { KEY_CACHE_SECONDS: '3600' }).keyCacheSeconds).toBe(3600);
   });
 
   it('maps settings to flags and back', () => {

@@ -8,8 +8,13 @@ import type { Clock } from '../clock';
 export const JWT_ALGORITHM = 'HS256';
 export const MAX_LEVEL = 8;
 
-/** Who a verified token speaks for. */
-export type TokenIdentity = { userId: number; level: number };
+/** Who a verified token speaks for, and until when (`exp` in milliseconds). */
+export type TokenIdentity = { userId: number; level: number; expiresAt: number };
+
+/** Why a token was refused; 'invalid' for anything not told apart. */
+export type TokenRefusal = 'expired' | 'bad-signature' | 'claims' | 'malformed' | 'invalid';
+
+export type TokenCheck = { ok: true; identity: TokenIdentity } | { ok: false; reason: TokenRefusal };
 
 export type JwtOptions = {
   secret: string;
@@ -19,14 +24,16 @@ export type JwtOptions = {
 };
 
 export type JwtAuthority = {
-  verify(token: string): Promise<TokenIdentity | null>;
+  verify(token: string): Promise<TokenCheck>;
   sign(claims: { sub: number; level?: number; ttlSeconds: number }): Promise<string>;
 };
 
 /** At most this many verified tokens are remembered; the oldest is forgotten first. */
 export const VERIFIED_TOKEN_CACHE_SIZE = 10_000;
 
-type VerifiedToken = { identity: TokenIdentity; exp: number; nbf: number };
+type VerifiedToken = { check: TokenCheck; exp: number; nbf: number };
+
+const INVALID: TokenCheck = Object.freeze({ ok: false, reason: 'invalid' });
 
 export function createJwtAuthority(options: JwtOptions): JwtAuthority {
   // Imported once: given raw bytes, jose imports a CryptoKey on every call.
@@ -44,7 +51,7 @@ export function createJwtAuthority(options: JwtOptions): JwtAuthority {
       const now = Math.floor(options.clock() / 1000);
       const known = verified.get(token);
       if (known !== undefined) {
-        if (known.nbf <= now && now < known.exp) return known.identity;
+        if (known.nbf <= now && now < known.exp) return known.check;
         verified.delete(token);
       }
       try {
@@ -57,15 +64,19 @@ export function createJwtAuthority(options: JwtOptions): JwtAuthority {
         });
         const userId = parseUserId(payload.sub);
         const level = payload.level === undefined ? MAX_LEVEL : parseLevel(payload.level);
-        if (userId === null || level === null) return null;
-        const identity: TokenIdentity = Object.freeze({ userId, level });
+        if (userId === null || level === null) return INVALID;
+        // requiredClaims made `exp` a number; jose rejects a non-numeric `nbf`.
+        const exp = payload.exp as number;
+        const check: TokenCheck = Object.freeze({
+          ok: true,
+          identity: Object.freeze({ userId, level, expiresAt: exp * 1000 }),
+        });
         if (verified.size >= VERIFIED_TOKEN_CACHE_SIZE)
           verified.delete(verified.keys().next().value as string);
-        // requiredClaims made `exp` a number; jose rejects a non-numeric `nbf`.
-        verified.set(token, { identity, exp: payload.exp as number, nbf: payload.nbf ?? 0 });
-        return identity;
+        verified.set(token, { check, exp, nbf: payload.nbf ?? 0 });
+        return check;
       } catch {
-        return null;
+        return INVALID;
       }
     },
     sign({ sub, level, ttlSeconds }) {

@@ -15,6 +15,8 @@ export function requestIdOf(request: Request): string | undefined {
 export function withHttpEdge(
   handle: (request: Request) => Response | Promise<Response>,
   logger: Logger,
+  /** Paths under these prefixes never read the body, so its declared size does not matter. */
+  { bodyIgnoredUnder = [] }: { bodyIgnoredUnder?: readonly string[] } = {},
 ): (request: Request) => Promise<Response> {
   return async (original) => {
     const started = performance.now();
@@ -22,15 +24,17 @@ export function withHttpEdge(
     const given = request.headers.get('x-request-id');
     const id = given !== null && REQUEST_ID.test(given) ? given : crypto.randomUUID();
     requestIds.set(request, id);
-    const length = Number(request.headers.get('content-length') ?? 0);
-    // Refused before reading a byte of it (and before authentication): the declared size says enough.
-    const response =
-      length > MAX_BODY_BYTES ? errorResponse(413, BODY_TOO_LARGE, CLOSE) : await handle(request);
-    response.headers.set('x-request-id', id);
-    response.headers.set('x-content-type-options', 'nosniff');
     const url = request.url;
     const pathStart = url.indexOf('/', url.indexOf('//') + 2);
     const queryStart = url.indexOf('?', pathStart);
+    const length = Number(request.headers.get('content-length') ?? 0);
+    // Refused before reading a byte of it (and before authentication): the declared size says enough.
+    const response =
+      length > MAX_BODY_BYTES && !ignoresBody(url.slice(pathStart), bodyIgnoredUnder)
+        ? errorResponse(413, BODY_TOO_LARGE, CLOSE)
+        : await handle(request);
+    response.headers.set('x-request-id', id);
+    response.headers.set('x-content-type-options', 'nosniff');
     logger.info('request', {
       requestId: id,
       method: request.method,
@@ -40,6 +44,12 @@ export function withHttpEdge(
     });
     return response;
   };
+}
+
+function ignoresBody(path: string, prefixes: readonly string[]): boolean {
+  return prefixes.some(
+    (prefix) => path.startsWith(prefix) && ['', '/', '?'].includes(path.charAt(prefix.length)),
+  );
 }
 
 /**

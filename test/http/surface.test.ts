@@ -10,7 +10,7 @@ describe('unknown paths', () => {
   it.each([
     ['GET', '/'],
     ['GET', '/nope'],
-    ['GET', '/apikeys/jwt'],
+    ['GET', '/apikeys/verify'],
     ['PUT', '/apikeys/jwt'],
     ['POST', '/apikeys/other'],
     ['DELETE', '/apikeys/kg_0000000000000000000000'],
@@ -121,8 +121,15 @@ describe('request logs', () => {
       }),
     );
     logger.flush();
-    expect(lines).toHaveLength(2);
-    const first = JSON.parse(lines[0] as string);
+    // Beside each request line, the change's audit line.
+    expect(lines.map((line) => JSON.parse(line).msg)).toEqual([
+      'apikey.created',
+      'request',
+      'apikey.deleted',
+      'request',
+    ]);
+    const requests = lines.filter((line) => JSON.parse(line).msg === 'request');
+    const first = JSON.parse(requests[0] as string);
     expect(first).toMatchObject({
       level: 'info',
       msg: 'request',
@@ -132,7 +139,7 @@ describe('request logs', () => {
     });
     expect(typeof first.requestId).toBe('string');
     expect(typeof first.ms).toBe('number');
-    expect(JSON.parse(lines[1] as string)).toMatchObject({ method: 'DELETE', status: 204 });
+    expect(JSON.parse(requests[1] as string)).toMatchObject({ method: 'DELETE', status: 204 });
     const all = lines.join('\n');
     for (const credential of [token, apikey.secret, basic, 'leak', 'authorization', 'Bearer']) {
       expect(all).not.toContain(credential);

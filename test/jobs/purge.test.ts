@@ -20,7 +20,7 @@ describe('purgeExpiredKeys', () => {
     k.time.now += 10_000;
     expect(await purgeExpiredKeys(k.keygate.store, () => k.time.now)).toBe(5);
     expect(count()).toBe(1);
-    expect(k.keygate.store.findKey(live.key)).toBeDefined();
+    expect(await k.keygate.store.findKey(live.key)).toBeDefined();
     expect(await purgeExpiredKeys(k.keygate.store, () => k.time.now)).toBe(0);
   });
 

@@ -13,11 +13,20 @@ export type TestKeygate = Awaited<ReturnType<typeof testKeygate>>;
 export function testKeygate(env: Record<string, string> = {}) {
   const config: Config = loadConfig({ DATABASE_URL: ':memory:', JWT_SECRET, ...env });
   const time = { now: START };
-  const keygate = createKeygate(config, {
-    jwtSecret: JWT_SECRET,
-    logger: createLogger('silent'),
-    clock: () => time.now,
-  });
+  const written: string[] = [];
+  const logger = createLogger('info', (chunk) => written.push(chunk));
+  const keygate = createKeygate(config, { jwtSecret: JWT_SECRET, logger, clock: () => time.now });
+  /** Every log line written so far, parsed; `msg` filters them. */
+  // biome-ignore lint/suspicious/noExplicitAny: tests assert on whatever fields a line has.
+  const logLines = (msg?: string): any[] => {
+    logger.flush();
+    const lines = written
+      .join('')
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line));
+    return msg === undefined ? lines : lines.filter((line) => line.msg === msg);
+  };
   const base = `http://localhost${config.basePath}`;
 
   /** Sends a request; `body` objects go as JSON with the JSON Content-Type. */
@@ -77,5 +86,24 @@ export function testKeygate(env: Record<string, string> = {}) {
     };
   }
 
-  return { config, keygate, time, req, token, bearer, basic, createKey, close: () => keygate.close() };
+  /** Credentials of user `sub` at `level` for a scheme: a token, or a fresh key of that user. */
+  async function credentials(scheme: 'jwt' | 'key', sub: number, level = 8) {
+    if (scheme === 'jwt') return bearer(sub, level);
+    const caller = await createKey(sub, { level, name: 'caller' });
+    return basic(caller.key, caller.secret);
+  }
+
+  return {
+    config,
+    keygate,
+    time,
+    req,
+    token,
+    bearer,
+    basic,
+    createKey,
+    credentials,
+    logLines,
+    close: () => keygate.close(),
+  };
 }
