@@ -20,14 +20,14 @@ export function serve(
   // Advertised so that clients and proxies close an idle connection before keygate does, rather than
   // race its close with a new request.
   const keepAlive = `timeout=${config.idleTimeoutSeconds}`;
+  const advertiseKeepAlive = (response: Response): Response => {
+    if (response.headers.get('connection') !== 'close') response.headers.set('keep-alive', keepAlive);
+    return response;
+  };
   const server = Bun.serve({
     hostname: config.host,
     port: config.port,
-    async fetch(request) {
-      const response = await keygate.handle(request);
-      if (response.headers.get('connection') !== 'close') response.headers.set('keep-alive', keepAlive);
-      return response;
-    },
+    fetch: (request) => keygate.handle(request).then(advertiseKeepAlive),
     maxRequestBodySize: TRANSPORT_BODY_LIMIT,
     idleTimeout: config.idleTimeoutSeconds,
     development: false,
