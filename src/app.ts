@@ -5,7 +5,7 @@ import { createAuditLog } from './apikeys/audit';
 import { describeCreateBodyProblem } from './apikeys/model';
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
-import type { ApiKeyStore } from './apikeys/store';
+import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
 import { forwardAuthRoutes } from './auth/forward-auth';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
@@ -26,10 +26,6 @@ export type AppDeps = {
   maxExpiresInSeconds: number;
 };
 
-// SQLite answers these when the disk, the file or another process's lock is in the way: the request
-// may succeed later, so 503 rather than 500.
-const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
-
 export function createApp({ service, store, jwt, verifier, logger, basePath, maxExpiresInSeconds }: AppDeps) {
   const routes = { service, maxExpiresInSeconds, audit: createAuditLog(logger) };
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
@@ -48,10 +44,9 @@ export function createApp({ service, store, jwt, verifier, logger, basePath, max
       }
       if (code === 'NOT_FOUND') return errorResponse(404, `There is no ${request.method} ${path}.`);
       if (code === 'PARSE') return errorResponse(400, 'The body is not valid JSON.');
-      const sqliteCode = (error as { code?: unknown }).code;
       const requestId = requestIdOf(request);
-      if (typeof sqliteCode === 'string' && UNAVAILABLE_CODES.test(sqliteCode)) {
-        logger.warn('database unavailable', { requestId, code: sqliteCode });
+      if (error instanceof StoreUnavailableError) {
+        logger.warn('database unavailable', { requestId, code: error.code });
         return errorResponse(503, 'The database is unavailable right now; try again shortly.', {
           'retry-after': '1',
         });

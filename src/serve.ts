@@ -12,27 +12,19 @@ const TRANSPORT_BODY_LIMIT = Number.MAX_SAFE_INTEGER;
 
 export type RunningServer = { url: URL; stop(): Promise<void> };
 
-export function serve(
+/** Opens (and migrates) the database first, then listens: no request meets an unmigrated schema. */
+export async function serve(
   config: Config,
-  { jwtSecret, logger }: { jwtSecret: string; logger: Logger },
-): RunningServer {
-  const keygate = createKeygate(config, { jwtSecret, logger });
-  // Advertised so that clients and proxies close an idle connection before keygate does, rather than
-  // race its close with a new request.
-  const keepAlive = `timeout=${config.idleTimeoutSeconds}`;
-  const advertiseKeepAlive = (response: Response): Response => {
-    if (response.headers.get('connection') !== 'close') response.headers.set('keep-alive', keepAlive);
-    return response;
-  };
-  const server = Bun.serve({
-    hostname: config.host,
-    port: config.port,
-    fetch: (request) => keygate.handle(request).then(advertiseKeepAlive),
-    maxRequestBodySize: TRANSPORT_BODY_LIMIT,
-    idleTimeout: config.idleTimeoutSeconds,
-    development: false,
-    reusePort: false, // Bun 1.4 sets SO_REUSEPORT here otherwise; a busy port must fail to start
-  });
+  { jwtSecret, logger }: { jwtSecret: string | undefined; logger: Logger },
+): Promise<RunningServer> {
+  const keygate = await createKeygate(config, { jwtSecret, logger });
+  let server: ReturnType<typeof Bun.serve>;
+  try {
+    server = listen(config, keygate.handle);
+  } catch (error) {
+    await keygate.close();
+    throw error;
+  }
   const purge = startPurgeTimer({
     store: keygate.store,
     clock: systemClock,
@@ -40,7 +32,7 @@ export function serve(
     logger,
   });
   const url = new URL(config.basePath || '/', server.url);
-  logger.info('listening', { url: url.href, database: config.databaseUrl });
+  logger.info('listening', { url: url.href, database: keygate.database });
   return {
     url,
     async stop() {
@@ -64,4 +56,23 @@ export function serve(
       logger.flush();
     },
   };
+}
+
+function listen(config: Config, handle: (request: Request) => Promise<Response>) {
+  // Advertised so that clients and proxies close an idle connection before keygate does, rather than
+  // race its close with a new request.
+  const keepAlive = `timeout=${config.idleTimeoutSeconds}`;
+  const advertiseKeepAlive = (response: Response): Response => {
+    if (response.headers.get('connection') !== 'close') response.headers.set('keep-alive', keepAlive);
+    return response;
+  };
+  return Bun.serve({
+    hostname: config.host,
+    port: config.port,
+    fetch: (request) => handle(request).then(advertiseKeepAlive),
+    maxRequestBodySize: TRANSPORT_BODY_LIMIT,
+    idleTimeout: config.idleTimeoutSeconds,
+    development: false,
+    reusePort: false, // Bun 1.4 sets SO_REUSEPORT here otherwise; a busy port must fail to start
+  });
 }

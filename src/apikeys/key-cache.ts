@@ -37,7 +37,14 @@ export function createKeyCache({
   const unknown = new Map<string, Entry>();
   const reads = new Map<string, Read>();
 
-  const evict = (ids: readonly string[]) => {
+  const evict = (ids: readonly string[] | 'all') => {
+    if (ids === 'all') {
+      known.clear();
+      unknown.clear();
+      for (const read of reads.values()) read.stale = true;
+      reads.clear();
+      return;
+    }
     for (const id of ids) {
       known.delete(id);
       unknown.delete(id);

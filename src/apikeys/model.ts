@@ -82,7 +82,10 @@ export function propertyRule(property: string, maxExpiresInSeconds: number): str
 
 export const ApiKeyView = t.Object({
   key: t.String({ description: '`kg_` followed by 22 base62 characters; the `:id` to delete it.' }),
-  secret: t.String({ description: 'Returned in this response only; keygate keeps only its SHA-256.' }),
+  secret: t.String({
+    description:
+      'kgs_ + 43 base62 characters + a 6-character base62 CRC32 of them. Returned in this response only; keygate keeps only its SHA-256.',
+  }),
   level: t.Integer(),
   expiresAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
   name: t.String(),

@@ -61,7 +61,7 @@ async function verdictOf(verifier: Verifier, request: Request): Promise<Verdict>
     throw new HttpError(403, 'The credential headers are malformed.');
   }
   let verdict: Verdict;
-  if (bearer.kind === 'bearer') verdict = await verifier.verifyToken(bearer.token, 0);
+  if (bearer.kind === 'bearer') verdict = await verifier.verifyToken(bearer.token, 0, request);
   else if (key?.kind === 'key') verdict = await verifier.verifyKey(key.key, key.secret, 0);
   else throw new Error('unreachable: a credential is present');
   if (!verdict.valid) return verdict;

@@ -2,6 +2,7 @@
 // A key goes through service.authenticateKey (and the key cache), a token through the JwtAuthority.
 import type { ApiKeyService } from '../apikeys/service';
 import type { ApiKeyRow } from '../apikeys/store';
+import { noteTokenRefusal } from '../http/edge';
 import type { JwtAuthority, TokenIdentity } from './jwt';
 
 export type Principal =
@@ -30,9 +31,13 @@ export function createVerifier({
       return judged(keyPrincipal(outcome.row), minLevel);
     },
 
-    async verifyToken(token: string, minLevel: number): Promise<Verdict> {
+    /** `request`, when given, carries the refusal's reason to its log line. */
+    async verifyToken(token: string, minLevel: number, request?: Request): Promise<Verdict> {
       const check = await jwt.verify(token);
-      if (!check.ok) return { valid: false, code: 'INVALID_TOKEN' };
+      if (!check.ok) {
+        if (request !== undefined) noteTokenRefusal(request, check.reason);
+        return { valid: false, code: 'INVALID_TOKEN' };
+      }
       return judged(tokenPrincipal(check.identity), minLevel);
     },
   };

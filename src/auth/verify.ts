@@ -11,11 +11,11 @@ type Credential = { key: string; secret: string; minLevel: number } | { token: s
 export function verifyRoutes(verifier: Verifier) {
   return new Elysia().use(apiKeyModels).post(
     '/apikeys/verify',
-    async ({ body, set }) => {
+    async ({ body, set, request }) => {
       const credential = body as unknown as Credential;
       const verdict =
         'token' in credential
-          ? await verifier.verifyToken(credential.token, credential.minLevel)
+          ? await verifier.verifyToken(credential.token, credential.minLevel, request)
           : await verifier.verifyKey(credential.key, credential.secret, credential.minLevel);
       set.headers['cache-control'] = 'no-store';
       return { result: 'success' as const, ...verdict };

@@ -1,13 +1,36 @@
 // The ApiKeyStore on SQLite: writes go through the group-commit writer and resolve once committed;
 // reads are prepared statements (synchronous underneath, Promises outside).
 import { and, count, desc, eq, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
-import type { ApiKeyRow, ApiKeyStore, KeysChangedListener } from '../apikeys/store';
+import {
+  type ApiKeyRow,
+  type ApiKeyStore,
+  type KeysChangedListener,
+  StoreUnavailableError,
+} from '../apikeys/store';
 import { GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
 import { apiKeys } from './schema';
 
+// SQLite answers these when the disk, the file or another process's lock is in the way.
+const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
+
+/** Rethrows an engine error that means "try again later" as the store's own StoreUnavailableError. */
+function unavailableOr(error: unknown): never {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && UNAVAILABLE_CODES.test(code)) {
+    throw new StoreUnavailableError(code, { cause: error });
+  }
+  throw error;
+}
+
 export function createSqliteApiKeyStore(db: Db): ApiKeyStore {
-  const writer = new GroupCommitWriter(db.$client);
+  const groupCommit = new GroupCommitWriter(db.$client);
+  const writer = {
+    write<T>(work: () => T, committed?: (value: T) => void): Promise<T> {
+      return groupCommit.write(work, committed).catch(unavailableOr);
+    },
+    drained: () => groupCommit.drained(),
+  };
   const listeners = new Set<KeysChangedListener>();
   const announce = (ids: readonly string[]) => {
     if (ids.length === 0) return;
@@ -104,7 +127,11 @@ export function createSqliteApiKeyStore(db: Db): ApiKeyStore {
 
   return {
     async findKey(id) {
-      return findById.get({ id });
+      try {
+        return findById.get({ id });
+      } catch (error) {
+        unavailableOr(error);
+      }
     },
 
     async listLiveKeys({ userId, now, maxLevel, after, limit }) {
@@ -178,6 +205,11 @@ export function createSqliteApiKeyStore(db: Db): ApiKeyStore {
 
     async ping() {
       return db.$client.query('SELECT 1 AS ok').get() !== null;
+    },
+
+    async close() {
+      await groupCommit.drained();
+      db.$client.close();
     },
   };
 }

@@ -1,10 +1,12 @@
 // Hostile HTTP input, defined once: the generators of random and mutated requests, the model of what
 // was acknowledged, and the invariants every response must keep. test/fuzz/*.test.ts runs it briefly
 // on every `bun test`; scripts/fuzz.ts runs the same property for as many requests as asked.
+
+import type { Database } from 'bun:sqlite';
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { SignJWT } from 'jose';
-import { loadConfig } from '../../src/config';
+import { type Config, loadConfig } from '../../src/config';
 import { createKeygate, type Keygate } from '../../src/keygate';
 import { createLogger, type Logger } from '../../src/log';
 
@@ -786,7 +788,7 @@ export function newStats(): FuzzStats {
 class World {
   readonly time = { now: T0 };
   readonly logged: string[] = [];
-  readonly keygate: Keygate;
+  keygate!: Keygate;
   readonly known: KnownKey[] = [];
   readonly violations: string[] = [];
   readonly cursors: string[] = [];
@@ -800,11 +802,19 @@ class World {
     });
     // Only warnings and errors are kept: an "unexpected error" line is a violation on its own.
     this.logger = createLogger('warn', (chunk) => this.logged.push(chunk));
-    this.keygate = createKeygate(config, {
+    this.config = config;
+  }
+
+  private readonly config: Config;
+
+  /** Opens the world's keygate (the store opens asynchronously). */
+  async open(): Promise<this> {
+    this.keygate = await createKeygate(this.config, {
       jwtSecret: FUZZ_JWT_SECRET,
       logger: this.logger,
       clock: () => this.time.now,
     });
+    return this;
   }
 
   liveKeysOf(userId: number): number {
@@ -1513,7 +1523,7 @@ function checkRotated(
 
 /** The database holds exactly the keys acknowledged as created and not acknowledged as deleted. */
 function checkDatabase(world: World): void {
-  const rows = world.keygate.db.$client
+  const rows = (world.keygate.sqlite as Database)
     .query('SELECT id, secret_hash AS hash, user_id AS userId, level, expires_at AS expiresAt FROM api_keys')
     .all() as Array<{
     id: string;
@@ -1557,7 +1567,7 @@ export function describe(r: FuzzRequest): string {
 
 /** Runs one sequence of steps on a fresh keygate; resolves with the violations found. */
 export async function runSequence(steps: Step[], stats: FuzzStats): Promise<string[]> {
-  const world = new World(await tokens());
+  const world = await new World(await tokens()).open();
   const exchange = async (r: FuzzRequest): Promise<{ sent: Sent; response: Response } | null> => {
     const built = buildRequest(world, r);
     if (!built) {

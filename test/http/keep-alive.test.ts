@@ -8,9 +8,9 @@ import { type RunningServer, serve } from '../../src/serve';
 let server: RunningServer | undefined;
 afterEach(() => server?.stop());
 
-function start(env: Record<string, string>): RunningServer {
+async function start(env: Record<string, string>): Promise<RunningServer> {
   const config = loadConfig({ DATABASE_URL: ':memory:', HOST: '127.0.0.1', PORT: '0', ...env });
-  server = serve(config, {
+  server = await serve(config, {
     jwtSecret: 'keep-alive-tests-secret-at-least-32-bytes',
     logger: createLogger('silent'),
   });
@@ -18,7 +18,7 @@ function start(env: Record<string, string>): RunningServer {
 }
 
 it('advertises the default Keep-Alive timeout of 75 s on success and error answers', async () => {
-  const { url } = start({});
+  const { url } = await start({});
   for (const path of ['health', 'missing', 'apikeys/jwt']) {
     const response = await fetch(new URL(path, url), { method: path === 'apikeys/jwt' ? 'POST' : 'GET' });
     await response.text();
@@ -27,7 +27,7 @@ it('advertises the default Keep-Alive timeout of 75 s on success and error answe
 });
 
 it('advertises IDLE_TIMEOUT_SECONDS and closes a connection left idle after a request', async () => {
-  const { url } = start({ IDLE_TIMEOUT_SECONDS: '1' });
+  const { url } = await start({ IDLE_TIMEOUT_SECONDS: '1' });
   let received = '';
   const closedByServer = await new Promise<boolean>((resolve, reject) => {
     Bun.connect({
@@ -56,7 +56,7 @@ it('advertises IDLE_TIMEOUT_SECONDS and closes a connection left idle after a re
 }, 20_000);
 
 it('does not advertise keep-alive on an answer that closes the connection (413)', async () => {
-  const { url } = start({});
+  const { url } = await start({});
   const response = await fetch(new URL('apikeys/jwt', url), {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

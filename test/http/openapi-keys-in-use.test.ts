@@ -4,7 +4,7 @@ import { expect, it } from 'bun:test';
 import { testKeygate } from '../support/keygate';
 
 it('documents the new routes with named, referenced schemas', async () => {
-  const k = testKeygate();
+  const k = await testKeygate();
   try {
     const doc = (await k.req('GET', '/openapi/json')).json;
     for (const suffix of ['jwt', 'key']) {
