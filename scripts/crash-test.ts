@@ -1,14 +1,21 @@
 // Crash and restart under load: is every acknowledged write still there after a SIGKILL?
 //   flock /tmp/keygate-load.lock bun scripts/crash-test.ts [--cycles 25] [--workers 24] [--max-seconds 300]
 // Each cycle starts dist/keygate on the same database, drives concurrent creates (both schemes),
-// deletes (both schemes) and authenticated calls, SIGKILLs it at a random moment, and then checks,
-// after the next start has recovered the WAL:
+// deletes (both schemes), rotations (both schemes; grace period 0, none given, 2 s or an hour) and
+// authenticated calls, SIGKILLs it at a random moment, and then checks, after the next start has
+// recovered the WAL:
 //  - every 201'd create is in the database with the hash of the secret it returned (read-only
 //    connection), and a sample of them still authenticate over HTTP (a child key is created with
 //    the key and deleted again, so the check leaves no trace);
 //  - every 204'd delete stays deleted;
+//  - every 201'd rotation holds: the new key is there (and, sampled, authenticates); the old key is
+//    gone or expired by the answer's time (grace 0), or is there with exactly the answer's new expiry
+//    and, sampled, authenticates before it and not after it;
+//  - a rotation whose answer never came is whole or absent: either the old key at its original
+//    expiry and no new key, or exactly one new key (same name, user, level, expiry) and the old key
+//    gone or shortened. Both keys at their original expiry, or neither key, is a half-rotation;
 //  - PRAGMA integrity_check answers ok.
-// Requests whose answer never arrived may have landed either way and are not judged.
+// Creates and deletes whose answer never arrived may have landed either way and are not judged.
 import { Database } from 'bun:sqlite';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -29,14 +36,26 @@ const workers = flag('workers', 24);
 const maxSeconds = flag('max-seconds', 300);
 const HTTP_SAMPLE = 40;
 
-type Acked = { key: string; secret: string; userId: number };
-type Answer = { apikey: { key: string; secret: string }; error: string };
+type Acked = { key: string; secret: string; userId: number; name: string; level: number; expiresAt: number };
+type Answer = {
+  apikey: { key: string; secret: string; name: string; level: number; userId: number; expiresAt: string };
+  previous?: { key: string; expiresAt: string };
+  error: string;
+};
+/** An old key that kept a grace period: it authenticates until `graceUntil`, then never again. */
+type Graced = Acked & { graceUntil: number };
+/** A rotation sent, its answer not (yet) received; judged after the restart if it never came. */
+type PendingRotation = { old: Acked };
 
 const dir = tempDir('crash');
 const databaseUrl = join(dir, 'keygate.db');
 const live = new Map<string, Acked>(); // acknowledged created, not acknowledged deleted
 const deleted = new Set<string>(); // acknowledged deleted
 const inDoubt = new Set<string>(); // a delete was sent, its answer never came
+const graced = new Map<string, Graced>(); // rotated out with a grace period (acknowledged)
+const rotatedAway = new Map<string, Acked & { answeredAt: number }>(); // rotated out with grace 0
+const pendingRotations = new Set<PendingRotation>();
+const rotation = { acknowledged: 0, withGrace: 0, inDoubtApplied: 0, inDoubtNotApplied: 0, halfRotations: 0 };
 const totals = { requests: 0, created: 0, deleted: 0, authChecks: 0, transportErrors: 0, unexpected: 0 };
 const problems: string[] = [];
 const USERS = 50;
@@ -88,9 +107,11 @@ async function operate(server: RunningKeygate): Promise<void> {
     // A parent key can be deleted by a concurrent worker between pick and answer: 403 is fine then.
     expectStatus('create', response.status, parent ? [201, 403] : [201]);
     if (response.status === 201) {
-      live.set(answer.apikey.key, { key: answer.apikey.key, secret: answer.apikey.secret, userId });
+      live.set(answer.apikey.key, ackedOf(answer));
       totals.created++;
     }
+  } else if (roll < 0.58) {
+    await rotate(server, pick(keys) as Acked);
   } else if (roll < 0.8) {
     const victim = pick(keys) as Acked;
     live.delete(victim.key); // no longer ours to use; its fate is decided by the answer
@@ -136,6 +157,61 @@ async function operate(server: RunningKeygate): Promise<void> {
   }
 }
 
+const ackedOf = (answer: Answer): Acked => ({
+  key: answer.apikey.key,
+  secret: answer.apikey.secret,
+  userId: answer.apikey.userId,
+  name: answer.apikey.name,
+  level: answer.apikey.level,
+  expiresAt: Date.parse(answer.apikey.expiresAt),
+});
+
+const GRACE_CHOICES = [0, undefined, 2, 3600] as const; // seconds; undefined: an empty body (default 0)
+
+/** Rotates `old` with its owner's token or with itself; throws on a transport error (killed). */
+async function rotate(server: RunningKeygate, old: Acked): Promise<void> {
+  live.delete(old.key); // no longer ours to use until the answer decides
+  const pending: PendingRotation = { old };
+  pendingRotations.add(pending);
+  const grace = pick([...GRACE_CHOICES]);
+  const viaKey = Math.random() < 0.5;
+  const response = await call(
+    server,
+    'POST',
+    `/apikeys/${old.key}/rotate/${viaKey ? 'key' : 'jwt'}`,
+    { ...(grace === undefined ? {} : json), ...(viaKey ? basic(old) : bearer(old.userId)) },
+    grace === undefined ? undefined : JSON.stringify({ gracePeriod: grace }),
+  );
+  const answer = (await response.json()) as Answer;
+  const answeredAt = Date.now();
+  pendingRotations.delete(pending);
+  expectStatus('rotate', response.status, [201]);
+  if (response.status !== 201) {
+    live.set(old.key, old);
+    return;
+  }
+  const renewed = ackedOf(answer);
+  const previousExpiry = Date.parse(answer.previous?.expiresAt ?? '');
+  const shape =
+    answer.previous?.key === old.key &&
+    renewed.expiresAt === old.expiresAt &&
+    renewed.userId === old.userId &&
+    renewed.level === old.level &&
+    renewed.name === old.name &&
+    previousExpiry <= old.expiresAt &&
+    previousExpiry <= answeredAt + (grace ?? 0) * 1000;
+  if (!shape) {
+    totals.unexpected++;
+    problems.push(`rotate answered an unexpected body: ${JSON.stringify({ ...answer, apikey: undefined })}`);
+  }
+  live.set(renewed.key, renewed);
+  rotation.acknowledged++;
+  if (grace) {
+    rotation.withGrace++;
+    graced.set(old.key, { ...old, graceUntil: previousExpiry });
+  } else rotatedAway.set(old.key, { ...old, answeredAt });
+}
+
 async function load(server: RunningKeygate, until: () => boolean): Promise<void> {
   await Promise.all(
     Array.from({ length: workers }, async () => {
@@ -167,6 +243,7 @@ function verifyDatabase(cycle: number): void {
     }
     let resurrected = 0;
     for (const id of deleted) if (find.get(id)) resurrected++;
+    verifyRotations(db, cycle);
     if (lost > 0) problems.push(`cycle ${cycle}: ${lost} acknowledged creates lost`);
     if (resurrected > 0) problems.push(`cycle ${cycle}: ${resurrected} acknowledged deletes came back`);
     lostCreates += lost;
@@ -174,6 +251,61 @@ function verifyDatabase(cycle: number): void {
   } finally {
     db.close();
   }
+}
+
+/** Acknowledged rotations hold; a rotation left in doubt by the kill is whole or absent. */
+function verifyRotations(db: Database, cycle: number): void {
+  const row = db.query('SELECT secret_hash AS hash, expires_at AS expiresAt FROM api_keys WHERE id = ?');
+  const sameName = db.query(
+    'SELECT id, user_id AS userId, level, expires_at AS expiresAt FROM api_keys WHERE name = ?',
+  );
+  type Row = { hash: Uint8Array; expiresAt: number } | null;
+  for (const old of graced.values()) {
+    const found = row.get(old.key) as Row;
+    // Once its grace has passed, the purge may have removed it.
+    const intact = found
+      ? found.expiresAt === old.graceUntil && Buffer.from(found.hash).equals(hashSecret(old.secret))
+      : old.graceUntil <= Date.now();
+    if (!intact) {
+      brokenRotations++;
+      problems.push(`cycle ${cycle}: a rotated-out key lost its acknowledged grace expiry`);
+    }
+  }
+  for (const old of rotatedAway.values()) {
+    const found = row.get(old.key) as Row;
+    if (found && found.expiresAt > old.answeredAt) {
+      brokenRotations++;
+      problems.push(`cycle ${cycle}: a key rotated with grace 0 is still live`);
+    }
+  }
+  const known = (id: string) =>
+    live.has(id) || graced.has(id) || rotatedAway.has(id) || deleted.has(id) || inDoubt.has(id);
+  for (const pending of pendingRotations) {
+    const { old } = pending;
+    const found = row.get(old.key) as Row;
+    const renewed = (
+      sameName.all(old.name) as Array<{ id: string; userId: number; level: number; expiresAt: number }>
+    ).filter((r) => r.id !== old.key && !known(r.id));
+    const oldUntouched = found !== null && found.expiresAt === old.expiresAt;
+    const oldShortened = found === null || found.expiresAt < old.expiresAt;
+    const whole =
+      renewed.length === 1 &&
+      renewed[0]?.userId === old.userId &&
+      renewed[0]?.level === old.level &&
+      renewed[0]?.expiresAt === old.expiresAt;
+    if (oldUntouched && renewed.length === 0) {
+      rotation.inDoubtNotApplied++;
+      live.set(old.key, old); // never happened: the key is ours again
+    } else if (oldShortened && whole) {
+      rotation.inDoubtApplied++; // happened; its new secret never reached us, so both leave the model
+    } else {
+      rotation.halfRotations++;
+      problems.push(
+        `cycle ${cycle}: half-rotation of a key: old ${found ? `expiry ${found.expiresAt} (was ${old.expiresAt})` : 'gone'}, ${renewed.length} new`,
+      );
+    }
+  }
+  pendingRotations.clear();
 }
 
 /** Authenticates a sample of acknowledged keys over HTTP without changing the database in the end. */
@@ -194,10 +326,43 @@ async function verifyOverHttp(server: RunningKeygate, cycle: number): Promise<vo
       problems.push(`cycle ${cycle}: could not delete the probe key (${removed.status})`);
     httpVerified++;
   }
+  // Rotated-out keys: a grace-period key authenticates before its new expiry and never after; a
+  // grace-0 key never. Keys within half a second of their expiry are not judged (clock edges).
+  const rotatedOut = [
+    ...[...graced.values()].map((k) => ({ k, until: k.graceUntil })),
+    ...[...rotatedAway.values()].map((k) => ({ k, until: 0 })),
+  ]
+    .sort(() => Math.random() - 0.5)
+    .slice(0, HTTP_SAMPLE);
+  for (const { k, until } of rotatedOut) {
+    const now = Date.now();
+    if (Math.abs(until - now) < 500) continue;
+    const shouldAuthenticate = until > now;
+    const probe = await call(
+      server,
+      'POST',
+      '/apikeys/key',
+      { ...json, ...basic(k) },
+      JSON.stringify({ name: 'x', level: 8, expiresIn: 60 }),
+    );
+    const answer = (await probe.json()) as Answer;
+    // Level 8 is above every key here: 403 "You may create keys up to level" means it authenticated.
+    const authenticated =
+      probe.status === 403 && String(answer.error).startsWith('You may create keys up to level');
+    if (authenticated !== shouldAuthenticate) {
+      brokenRotations++;
+      problems.push(
+        `cycle ${cycle}: a rotated-out key ${authenticated ? 'authenticates' : 'fails'} ${shouldAuthenticate ? 'before' : 'after'} its expiry (${probe.status})`,
+      );
+    }
+    rotatedOutVerified++;
+  }
 }
 
 let lostCreates = 0;
 let resurrectedDeletes = 0;
+let brokenRotations = 0;
+let rotatedOutVerified = 0;
 let httpVerified = 0;
 let killedDuringStart = 0;
 const started = performance.now();
@@ -230,7 +395,7 @@ try {
     verifyDatabase(cycle);
     await verifyOverHttp(server, cycle);
     console.log(
-      `cycle ${cycle}: killed after ${Math.round(killAfter)} ms; ${live.size} live, ${deleted.size} deleted acknowledged; lost so far ${lostCreates}, resurrected ${resurrectedDeletes}`,
+      `cycle ${cycle}: killed after ${Math.round(killAfter)} ms; ${live.size} live, ${deleted.size} deleted, ${rotation.acknowledged} rotated acknowledged; lost so far ${lostCreates}, resurrected ${resurrectedDeletes}, broken rotations ${brokenRotations + rotation.halfRotations}`,
     );
   }
 } finally {
@@ -244,6 +409,13 @@ const report = {
   requests: totals.requests,
   acknowledgedCreates: totals.created,
   acknowledgedDeletes: totals.deleted,
+  acknowledgedRotations: rotation.acknowledged,
+  acknowledgedRotationsWithGrace: rotation.withGrace,
+  rotationsInDoubtFoundApplied: rotation.inDoubtApplied,
+  rotationsInDoubtFoundNotApplied: rotation.inDoubtNotApplied,
+  halfRotations: rotation.halfRotations,
+  brokenRotations,
+  rotatedOutKeysCheckedOverHttp: rotatedOutVerified,
   authenticatedCalls: totals.authChecks,
   keysVerifiedInDatabaseLastCycle: live.size,
   keysVerifiedOverHttp: httpVerified,
@@ -256,7 +428,12 @@ const report = {
 console.log(JSON.stringify(report, null, 2));
 rmSync(dir, { recursive: true, force: true });
 process.exit(
-  lostCreates === 0 && resurrectedDeletes === 0 && problems.length === 0 && cycle >= Math.min(cycles, 20)
+  lostCreates === 0 &&
+    resurrectedDeletes === 0 &&
+    brokenRotations === 0 &&
+    rotation.halfRotations === 0 &&
+    problems.length === 0 &&
+    cycle >= Math.min(cycles, 20)
     ? 0
     : 1,
 );

@@ -61,6 +61,7 @@ console.log(
     seconds: Math.round(seconds),
     requestsPerSecond: Math.round(stats.requests / seconds),
     statuses: stats.statuses,
+    routes: stats.routes,
     violations,
     unhandledRejections: unhandled,
   }),

@@ -1,12 +1,16 @@
 // createApp wires the routes, the authentication schemes and the one error mapping; no logic here.
 import { openapi } from '@elysiajs/openapi';
 import { Elysia, ValidationError } from 'elysia';
+import { createAuditLog } from './apikeys/audit';
 import { describeCreateBodyProblem } from './apikeys/model';
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
-import type { ApiKeyStore } from './apikeys/store';
+import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
+import { forwardAuthRoutes } from './auth/forward-auth';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
+import type { Verifier } from './auth/verification';
+import { verifyRoutes } from './auth/verify';
 import { requestIdOf } from './http/edge';
 import { errorResponse, HttpError } from './http/errors';
 import type { Logger } from './log';
@@ -16,17 +20,14 @@ export type AppDeps = {
   service: ApiKeyService;
   store: Pick<ApiKeyStore, 'ping'>;
   jwt: JwtAuthority;
+  verifier: Verifier;
   logger: Logger;
   basePath: string;
   maxExpiresInSeconds: number;
 };
 
-// SQLite answers these when the disk, the file or another process's lock is in the way: the request
-// may succeed later, so 503 rather than 500.
-const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
-
-export function createApp({ service, store, jwt, logger, basePath, maxExpiresInSeconds }: AppDeps) {
-  const routes = { service, maxExpiresInSeconds };
+export function createApp({ service, store, jwt, verifier, logger, basePath, maxExpiresInSeconds }: AppDeps) {
+  const routes = { service, maxExpiresInSeconds, audit: createAuditLog(logger) };
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
   return new Elysia({ prefix: basePath, normalize: false, strictPath: true })
     .onError(({ code, error, request, path }) => {
@@ -43,10 +44,9 @@ export function createApp({ service, store, jwt, logger, basePath, maxExpiresInS
       }
       if (code === 'NOT_FOUND') return errorResponse(404, `There is no ${request.method} ${path}.`);
       if (code === 'PARSE') return errorResponse(400, 'The body is not valid JSON.');
-      const sqliteCode = (error as { code?: unknown }).code;
       const requestId = requestIdOf(request);
-      if (typeof sqliteCode === 'string' && UNAVAILABLE_CODES.test(sqliteCode)) {
-        logger.warn('database unavailable', { requestId, code: sqliteCode });
+      if (error instanceof StoreUnavailableError) {
+        logger.warn('database unavailable', { requestId, code: error.code });
         return errorResponse(503, 'The database is unavailable right now; try again shortly.', {
           'retry-after': '1',
         });
@@ -59,8 +59,8 @@ export function createApp({ service, store, jwt, logger, basePath, maxExpiresInS
     })
     .get(
       '/health',
-      () => {
-        if (!store.ping()) throw new HttpError(503, 'The database does not answer.');
+      async () => {
+        if (!(await store.ping())) throw new HttpError(503, 'The database does not answer.');
         return { status: 'ok' as const };
       },
       { detail: { summary: 'Health: 200 once the database answers', tags: ['Operations'] } },
@@ -82,5 +82,7 @@ export function createApp({ service, store, jwt, logger, basePath, maxExpiresInS
       }),
     )
     .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(jwt) }))
-    .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }));
+    .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }))
+    .use(verifyRoutes(verifier))
+    .use(forwardAuthRoutes(verifier));
 }

@@ -1,6 +1,5 @@
 #!/usr/bin/env bun
 // The one entry point: argv → serve | token | purge | migrate | healthcheck. The only place that exits.
-import { createApiKeyStore } from './apikeys/store';
 import { createJwtAuthority } from './auth/jwt';
 import { resolveJwtSecret } from './auth/jwt-secret';
 import { systemClock } from './clock';
@@ -13,10 +12,11 @@ import {
   type SettingName,
   settingOfFlag,
 } from './config';
-import { appliedMigrationCount, openDatabase } from './db/open';
+import { redactedUrl } from './db/postgres/open';
 import { purgeExpiredKeys } from './jobs/purge';
+import { openStore } from './keygate';
 import { createLogger } from './log';
-import { serve } from './serve';
+import { type RunningServer, serve } from './serve';
 import { VERSION } from './version';
 
 const COMMANDS = ['serve', 'token', 'purge', 'migrate', 'healthcheck'] as const;
@@ -79,7 +79,7 @@ Commands:
 
 Settings (environment variable, or the flag beside it):
 ${(Object.keys(SETTINGS) as SettingName[])
-  .map((name) => `  ${name.padEnd(24)}${flagOf(name).padEnd(28)}${SETTINGS[name].help}`)
+  .map((name) => `  ${name.padEnd(29)}${flagOf(name).padEnd(33)}${SETTINGS[name].help}`)
   .join('\n')}
 
   --help, --version`;
@@ -95,16 +95,16 @@ async function run(argv: string[]): Promise<number> {
     case 'token':
       return print(await mintToken(config, parsed.options));
     case 'purge': {
-      const db = openDatabase(config.databaseUrl);
-      const removed = await purgeExpiredKeys(createApiKeyStore(db), systemClock);
-      db.$client.close();
+      const { store } = await openStore(config, { listen: false });
+      const removed = await purgeExpiredKeys(store, systemClock);
+      await store.close();
       return print(`purged ${removed} expired keys`);
     }
     case 'migrate': {
-      const db = openDatabase(config.databaseUrl);
-      const applied = appliedMigrationCount(db);
-      db.$client.close();
-      return print(`database ${config.databaseUrl} is at migration ${applied}`);
+      const { store, database, appliedMigrations } = await openStore(config, { listen: false });
+      const applied = await appliedMigrations();
+      await store.close();
+      return print(`database ${database} is at migration ${applied}`);
     }
     case 'healthcheck':
       return healthcheck(config);
@@ -117,10 +117,17 @@ function print(line: string): number {
 }
 
 async function mintToken(config: Config, options: Record<string, string>): Promise<string> {
+  if (config.jwtKeySource !== 'secret') {
+    const setting = config.jwtKeySource === 'jwks' ? 'JWT_JWKS_URL' : 'JWT_PUBLIC_KEY';
+    throw new UsageError(
+      `keygate token signs only HS256 tokens with JWT_SECRET; with ${setting} set, tokens come from your identity provider.`,
+    );
+  }
   const sub = wholeNumber('--sub', options['--sub'], 0, Number.MAX_SAFE_INTEGER);
   const level =
     options['--level'] === undefined ? undefined : wholeNumber('--level', options['--level'], 0, 8);
-  const ttlSeconds = wholeNumber('--ttl', options['--ttl'] ?? '3600', 1, 315_360_000);
+  // A token living longer than MAX_EXPIRES_IN_SECONDS would be refused by the server.
+  const ttlSeconds = wholeNumber('--ttl', options['--ttl'] ?? '3600', 1, config.maxExpiresInSeconds);
   const jwt = createJwtAuthority({
     secret: resolveJwtSecret(config),
     issuer: config.jwtIssuer,
@@ -151,15 +158,17 @@ async function healthcheck(config: Config): Promise<number> {
   return 1;
 }
 
-function runServer(config: Config): Promise<number> {
+async function runServer(config: Config): Promise<number> {
   const logger = createLogger(config.logLevel);
-  let server: ReturnType<typeof serve>;
+  let server: RunningServer;
   try {
-    server = serve(config, { jwtSecret: resolveJwtSecret(config), logger });
+    // With an identity provider's keys no secret is read or created.
+    const jwtSecret = config.jwtKeySource === 'secret' ? resolveJwtSecret(config) : undefined;
+    server = await serve(config, { jwtSecret, logger });
   } catch (error) {
     if (error instanceof ConfigError) throw error;
     throw new StartupError(
-      `cannot start with database ${config.databaseUrl} on ${config.host}:${config.port}: ${(error as Error).message}`,
+      `cannot start with database ${redactedUrl(config.databaseUrl)} on ${config.host}:${config.port}: ${(error as Error).message}`,
     );
   }
   return new Promise((resolve) => {

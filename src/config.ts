@@ -1,5 +1,13 @@
 // Configuration: environment variables, each overridable by a `--kebab-case` flag, checked into a
 // frozen, typed Config. A bad value is one ConfigError line; the CLI turns it into exit code 2.
+import { readFileSync } from 'node:fs';
+import {
+  type AsymmetricAlgorithm,
+  algorithmsForPublicKey,
+  DEFAULT_ASYMMETRIC_ALGORITHMS,
+  type JwtAlgorithm,
+  parseAlgorithms,
+} from './auth/jwt-keys';
 import { LOG_LEVELS, type LogLevel } from './log';
 
 export class ConfigError extends Error {
@@ -10,14 +18,25 @@ export type Config = Readonly<{
   port: number;
   host: string;
   databaseUrl: string;
+  /** PostgreSQL only: connections in this replica's pool. */
+  databasePoolSize: number;
   /** Unset: a random secret is created once in the data directory (see auth/jwt-secret.ts). */
   jwtSecret: string | undefined;
+  /** Where token keys come from: the HS256 secret, an identity provider's JWKS, or one PEM key. */
+  jwtKeySource: 'secret' | 'jwks' | 'public-key';
+  jwtJwksUrl: string | undefined;
+  jwtPublicKey: string | undefined;
+  /** The algorithms accepted: HS256 with the secret, else JWT_ALGORITHMS (those the PEM key fits). */
+  jwtAlgorithms: readonly JwtAlgorithm[];
+  jwtClockToleranceSeconds: number;
   jwtIssuer: string | undefined;
   jwtAudience: string | undefined;
   basePath: string;
   purgeIntervalSeconds: number;
   maxExpiresInSeconds: number;
   maxKeysPerUser: number;
+  /** How long a key's row stays in memory; also bounds staleness when a change event is lost. */
+  keyCacheSeconds: number;
   logLevel: LogLevel;
 }>;
 
@@ -25,10 +44,33 @@ export type Config = Readonly<{
 export const SETTINGS = {
   PORT: { default: '3000', help: 'TCP port to listen on (0 picks a free one)' },
   HOST: { default: '0.0.0.0', help: 'address to listen on' },
-  DATABASE_URL: { default: './data/keygate.db', help: 'SQLite file path, or :memory:' },
+  DATABASE_URL: {
+    default: './data/keygate.db',
+    help: 'SQLite file path, :memory:, or postgres://user:password@host:port/database',
+  },
+  DATABASE_URL_FILE: {
+    default: undefined,
+    help: 'a file holding DATABASE_URL (one trailing newline trimmed)',
+  },
+  DATABASE_POOL_SIZE: { default: '10', help: 'PostgreSQL connections per replica' },
   JWT_SECRET: {
     default: undefined,
     help: 'HS256 secret, at least 32 bytes (unset: generated once in the data directory)',
+  },
+  JWT_SECRET_FILE: { default: undefined, help: 'a file holding JWT_SECRET (one trailing newline trimmed)' },
+  JWT_JWKS_URL: {
+    default: undefined,
+    help: "an identity provider's JWKS endpoint, http(s) (instead of JWT_SECRET)",
+  },
+  JWT_PUBLIC_KEY: { default: undefined, help: 'a PEM public key that signs tokens (instead of JWT_SECRET)' },
+  JWT_PUBLIC_KEY_FILE: { default: undefined, help: 'a file holding JWT_PUBLIC_KEY' },
+  JWT_ALGORITHMS: {
+    default: undefined,
+    help: `with a JWKS or PEM key: allowed algorithms, a comma list (default ${DEFAULT_ASYMMETRIC_ALGORITHMS.join(',')})`,
+  },
+  JWT_CLOCK_TOLERANCE_SECONDS: {
+    default: '0',
+    help: 'seconds of clock skew allowed on exp, nbf and iat (0 to 300)',
   },
   JWT_ISSUER: { default: undefined, help: 'when set, tokens must carry this iss' },
   JWT_AUDIENCE: { default: undefined, help: 'when set, tokens must carry this aud' },
@@ -36,6 +78,10 @@ export const SETTINGS = {
   PURGE_INTERVAL_SECONDS: { default: '60', help: 'seconds between purges of expired keys' },
   MAX_EXPIRES_IN_SECONDS: { default: '315360000', help: 'largest expiresIn accepted (default ten years)' },
   MAX_KEYS_PER_USER: { default: '1000', help: 'live keys one user may hold' },
+  KEY_CACHE_SECONDS: {
+    default: '10',
+    help: 'seconds a key is kept in memory (0 to 3600; 0 turns the cache off)',
+  },
   LOG_LEVEL: { default: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
 } as const;
 
@@ -57,19 +103,48 @@ export function loadConfig(
   flags: Partial<Record<SettingName, string>> = {},
 ): Config {
   // A flag wins over the environment; an empty value counts as unset.
-  const raw = (name: SettingName): string | undefined => {
+  const given = (name: SettingName): string | undefined => {
     const value = flags[name] ?? env[name];
-    return value === undefined || value === '' ? SETTINGS[name].default : value;
+    return value === undefined || value === '' ? undefined : value;
   };
-  const jwtSecret = raw('JWT_SECRET');
+  const raw = (name: SettingName): string | undefined => given(name) ?? SETTINGS[name].default;
+  /** A setting that may also come from a file named by `<NAME>_FILE`, but not from both. */
+  const rawOrFile = (name: SettingName, fileSetting: SettingName): string | undefined => {
+    const path = given(fileSetting);
+    if (path === undefined) return raw(name);
+    if (given(name) !== undefined) throw new ConfigError(`Set ${name} or ${fileSetting}, not both.`);
+    return fileContents(fileSetting, path);
+  };
+  const jwtSecret = rawOrFile('JWT_SECRET', 'JWT_SECRET_FILE');
   if (jwtSecret !== undefined && Buffer.byteLength(jwtSecret) < 32) {
     throw new ConfigError(`JWT_SECRET must be at least 32 bytes (got ${Buffer.byteLength(jwtSecret)}).`);
+  }
+  const jwtJwksUrl = raw('JWT_JWKS_URL');
+  const jwtPublicKey = rawOrFile('JWT_PUBLIC_KEY', 'JWT_PUBLIC_KEY_FILE');
+  const sources = [
+    jwtSecret !== undefined && 'JWT_SECRET',
+    jwtJwksUrl !== undefined && 'JWT_JWKS_URL',
+    jwtPublicKey !== undefined && 'JWT_PUBLIC_KEY',
+  ].filter((name) => name !== false);
+  if (sources.length > 1) {
+    throw new ConfigError(`Set only one token key source; got ${sources.join(' and ')}.`);
   }
   return Object.freeze({
     port: integer('PORT', raw('PORT'), 0, 65535),
     host: nonEmpty('HOST', raw('HOST')),
-    databaseUrl: nonEmpty('DATABASE_URL', raw('DATABASE_URL')),
+    databaseUrl: nonEmpty('DATABASE_URL', rawOrFile('DATABASE_URL', 'DATABASE_URL_FILE')),
+    databasePoolSize: integer('DATABASE_POOL_SIZE', raw('DATABASE_POOL_SIZE'), 1, 1000),
     jwtSecret,
+    jwtKeySource: jwtJwksUrl !== undefined ? 'jwks' : jwtPublicKey !== undefined ? 'public-key' : 'secret',
+    jwtJwksUrl: jwtJwksUrl === undefined ? undefined : jwksUrl(jwtJwksUrl),
+    jwtPublicKey,
+    jwtAlgorithms: jwtAlgorithms(raw('JWT_ALGORITHMS'), jwtJwksUrl, jwtPublicKey),
+    jwtClockToleranceSeconds: integer(
+      'JWT_CLOCK_TOLERANCE_SECONDS',
+      raw('JWT_CLOCK_TOLERANCE_SECONDS'),
+      0,
+      300,
+    ),
     jwtIssuer: raw('JWT_ISSUER'),
     jwtAudience: raw('JWT_AUDIENCE'),
     basePath: basePath(raw('BASE_PATH') ?? ''),
@@ -81,6 +156,7 @@ export function loadConfig(
       TEN_THOUSAND_YEARS_S,
     ),
     maxKeysPerUser: integer('MAX_KEYS_PER_USER', raw('MAX_KEYS_PER_USER'), 1, 1_000_000_000),
+    keyCacheSeconds: integer('KEY_CACHE_SECONDS', raw('KEY_CACHE_SECONDS'), 0, 3600),
     logLevel: logLevel(raw('LOG_LEVEL') ?? 'info'),
   });
 }
@@ -91,6 +167,58 @@ function integer(name: SettingName, value: string | undefined, min: number, max:
     throw new ConfigError(`${name} must be an integer from ${min} to ${max} (got "${value}").`);
   }
   return parsed;
+}
+
+/** The file's text with one trailing newline (LF or CRLF) trimmed; unreadable is one line. */
+function fileContents(name: SettingName, path: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new ConfigError(`${name}: cannot read ${path} (${code}).`);
+  }
+  return text.replace(/\r?\n$/, '');
+}
+
+function jwksUrl(value: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
+    throw new ConfigError(`JWT_JWKS_URL must be an http(s) URL (got "${value.slice(0, 200)}").`);
+  }
+  return url.href;
+}
+
+function jwtAlgorithms(
+  value: string | undefined,
+  jwksUrl: string | undefined,
+  publicKey: string | undefined,
+): readonly JwtAlgorithm[] {
+  if (jwksUrl === undefined && publicKey === undefined) {
+    if (value !== undefined) {
+      throw new ConfigError(
+        'JWT_ALGORITHMS applies to JWT_JWKS_URL or JWT_PUBLIC_KEY; with a shared secret the algorithm is HS256.',
+      );
+    }
+    return Object.freeze(['HS256'] as const);
+  }
+  const wanted: readonly AsymmetricAlgorithm[] =
+    value === undefined ? DEFAULT_ASYMMETRIC_ALGORITHMS : orThrow(parseAlgorithms(value));
+  return Object.freeze(
+    publicKey === undefined ? [...wanted] : orThrow(algorithmsForPublicKey(publicKey, wanted)),
+  );
+}
+
+function orThrow<T>(outcome: T | { problem: string }): T {
+  if (typeof outcome === 'object' && outcome !== null && 'problem' in outcome) {
+    throw new ConfigError(outcome.problem);
+  }
+  return outcome as T;
 }
 
 function nonEmpty(name: SettingName, value: string | undefined): string {

@@ -14,20 +14,19 @@ const TRANSPORT_BODY_LIMIT = Number.MAX_SAFE_INTEGER;
 
 export type RunningServer = { url: URL; stop(): Promise<void> };
 
-export function serve(
+/** Opens (and migrates) the database first, then listens: no request meets an unmigrated schema. */
+export async function serve(
   config: Config,
-  { jwtSecret, logger }: { jwtSecret: string; logger: Logger },
-): RunningServer {
-  const keygate = createKeygate(config, { jwtSecret, logger });
-  const server = Bun.serve({
-    hostname: config.host,
-    port: config.port,
-    fetch: keygate.handle,
-    maxRequestBodySize: TRANSPORT_BODY_LIMIT,
-    idleTimeout: IDLE_TIMEOUT_SECONDS,
-    development: false,
-    reusePort: false, // Bun 1.4 sets SO_REUSEPORT here otherwise; a busy port must fail to start
-  });
+  { jwtSecret, logger }: { jwtSecret: string | undefined; logger: Logger },
+): Promise<RunningServer> {
+  const keygate = await createKeygate(config, { jwtSecret, logger });
+  let server: ReturnType<typeof Bun.serve>;
+  try {
+    server = listen(config, keygate.handle);
+  } catch (error) {
+    await keygate.close();
+    throw error;
+  }
   const purge = startPurgeTimer({
     store: keygate.store,
     clock: systemClock,
@@ -35,7 +34,7 @@ export function serve(
     logger,
   });
   const url = new URL(config.basePath || '/', server.url);
-  logger.info('listening', { url: url.href, database: config.databaseUrl });
+  logger.info('listening', { url: url.href, database: keygate.database });
   return {
     url,
     async stop() {
@@ -47,4 +46,16 @@ export function serve(
       logger.flush();
     },
   };
+}
+
+function listen(config: Config, fetch: (request: Request) => Promise<Response>) {
+  return Bun.serve({
+    hostname: config.host,
+    port: config.port,
+    fetch,
+    maxRequestBodySize: TRANSPORT_BODY_LIMIT,
+    idleTimeout: IDLE_TIMEOUT_SECONDS,
+    development: false,
+    reusePort: false, // Bun 1.4 sets SO_REUSEPORT here otherwise; a busy port must fail to start
+  });
 }

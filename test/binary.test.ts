@@ -159,7 +159,7 @@ describe('dist/keygate', () => {
 
   it('purges and migrates by hand', () => {
     const cwd = emptyDir('empty');
-    expect(run(['migrate'], cwd).stdout).toContain('migration 1');
+    expect(run(['migrate'], cwd).stdout).toContain('migration 2');
     expect(run(['purge'], cwd).stdout).toBe('purged 0 expired keys');
   });
 });

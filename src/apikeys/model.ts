@@ -1,6 +1,6 @@
 // The shapes of the API-key endpoints as `t` schemas: the one source of truth for validation,
 // the OpenAPI document and the TypeScript types.
-import { t } from 'elysia';
+import { Elysia, t } from 'elysia';
 
 export const CREATE_PROPERTIES = ['name', 'level', 'expiresIn'] as const;
 export const NAME_MAX_CHARACTERS = 128;
@@ -54,7 +54,10 @@ export function propertyRule(property: string, maxExpiresInSeconds: number): str
 
 export const ApiKeyView = t.Object({
   key: t.String({ description: '`kg_` followed by 22 base62 characters; the `:id` to delete it.' }),
-  secret: t.String({ description: 'Returned in this response only; keygate keeps only its SHA-256.' }),
+  secret: t.String({
+    description:
+      'kgs_ + 43 base62 characters + a 6-character base62 CRC32 of them. Returned in this response only; keygate keeps only its SHA-256.',
+  }),
   level: t.Integer(),
   expiresAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
   name: t.String(),
@@ -84,4 +87,100 @@ export function describeCreateBodyProblem(
   if (missing !== undefined) return `${missing} is required.`;
   const property = failedPath?.split('/')[1] ?? '';
   return propertyRule(property, maxExpiresInSeconds) ?? 'The body does not match name, level and expiresIn.';
+}
+
+/** A key as list, get and rotate show it: never a secret or a hash. */
+export const KeySummary = t.Object({
+  key: t.String(),
+  name: t.String(),
+  level: t.Integer(),
+  userId: t.Integer(),
+  createdAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
+  expiresAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
+});
+export type KeySummary = typeof KeySummary.static;
+
+export const KeyListResponse = t.Object({
+  result: t.Literal('success'),
+  apikeys: t.Array(KeySummary),
+  nextCursor: t.Union([t.String(), t.Null()], {
+    description: 'Pass as `cursor` for the next page; null on the last page.',
+  }),
+});
+
+export const KeyResponse = t.Object({ result: t.Literal('success'), apikey: KeySummary });
+
+export const RotateBody = t.Object(
+  {
+    gracePeriod: t.Optional(
+      t.Number({
+        multipleOf: 1,
+        minimum: 0,
+        maximum: 2_592_000,
+        description: 'Seconds the previous key keeps working (default 0: it stops at once).',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export const RotatedResponse = t.Object({
+  result: t.Literal('success'),
+  apikey: ApiKeyView,
+  previous: t.Object({ key: t.String(), expiresAt: t.String() }),
+});
+
+export const Principal = t.Union([
+  t.Object({
+    type: t.Literal('key'),
+    key: t.String(),
+    userId: t.Integer(),
+    level: t.Integer(),
+    name: t.String(),
+    expiresAt: t.String(),
+  }),
+  t.Object({ type: t.Literal('jwt'), userId: t.Integer(), level: t.Integer(), expiresAt: t.String() }),
+]);
+
+export const VerifyBody = t.Object(
+  {
+    key: t.Optional(t.String()),
+    secret: t.Optional(t.String()),
+    token: t.Optional(t.String()),
+    minLevel: t.Optional(t.Number({ multipleOf: 1, minimum: 0, maximum: 8 })),
+  },
+  {
+    additionalProperties: false,
+    description: 'Either key and secret, or token; minLevel optional.',
+  },
+);
+
+export const VerifyResponse = t.Object({
+  result: t.Literal('success'),
+  valid: t.Boolean(),
+  code: t.String({
+    description:
+      'VALID, NOT_FOUND, EXPIRED, INVALID_TOKEN or INSUFFICIENT_LEVEL; treat any other as invalid.',
+  }),
+  principal: t.Optional(Principal),
+});
+
+export const ForwardAuthResponse = t.Object({ result: t.Literal('success'), principal: Principal });
+
+/** The named schemas of the newer endpoints, listed under components.schemas in the OpenAPI document. */
+export const apiKeyModels = new Elysia({ name: 'keygate.apikey-models' }).model({
+  KeySummary,
+  KeyListResponse,
+  KeyResponse,
+  RotateBody,
+  RotatedResponse,
+  Principal,
+  VerifyBody,
+  VerifyResponse,
+  ForwardAuthResponse,
+});
+
+/** A level bound such as `minLevel`: an integer 0..8 written as one digit. */
+export function isLevel(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 8;
 }

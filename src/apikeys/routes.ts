@@ -1,15 +1,22 @@
-// The API-key endpoints of one authentication scheme: thin handlers over the service.
+// The API-key endpoints of one authentication scheme: thin handlers over the service, and an audit
+// line after each committed change.
 import { Elysia, t } from 'elysia';
 import type { AuthScheme } from '../auth/plugin';
 import { raiseBodyProblem, readJsonBody } from '../http/body';
-import { CreatedResponse, createKeyBody, ErrorResponse } from './model';
+import { requestIdOf } from '../http/edge';
+import { HttpError } from '../http/errors';
+import type { AuditLog } from './audit';
+import { decodeCursor, encodeCursor } from './cursor';
+import { apiKeyModels, CreatedResponse, createKeyBody, ErrorResponse } from './model';
 import type { ApiKeyService } from './service';
+import { assertKeyId, MAX_GRACE_PERIOD_SECONDS } from './service';
 
 export type ApiKeyRoutesOptions = {
   /** `jwt` or `key`: the last path segment, naming the scheme. */
   suffix: 'jwt' | 'key';
   auth: AuthScheme;
   service: ApiKeyService;
+  audit: AuditLog;
   maxExpiresInSeconds: number;
 };
 
@@ -18,16 +25,31 @@ const SCHEME_DOC: Record<'jwt' | 'key', { security: Record<string, string[]>[]; 
   key: { security: [{ basic: [] }, { apiKey: [], apiSecret: [] }], scheme: 'an API key and its secret' },
 };
 
-export function apiKeyRoutes({ suffix, auth, service, maxExpiresInSeconds }: ApiKeyRoutesOptions) {
+const ID_PARAMS = t.Object({ id: t.String({ description: 'The `key` of the API key.' }) });
+
+export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds }: ApiKeyRoutesOptions) {
   const doc = SCHEME_DOC[suffix];
   const body = createKeyBody(maxExpiresInSeconds);
   const errors = { 400: ErrorResponse, 401: ErrorResponse, 403: ErrorResponse, 404: ErrorResponse };
+  const describe = (summary: string, description: string) => ({
+    summary: `${summary} (${suffix})`,
+    description: `Authenticated by ${doc.scheme}. ${description}`,
+    security: doc.security,
+    tags: ['API keys'],
+  });
   return new Elysia()
+    .use(apiKeyModels)
     .use(auth)
     .post(
       `/apikeys/${suffix}`,
-      async ({ caller, body, set }) => {
+      async ({ caller, body, set, request }) => {
         const apikey = await service.createKey(caller, body);
+        audit.created({
+          key: apikey.key,
+          userId: apikey.userId,
+          by: caller.by,
+          requestId: requestIdOf(request),
+        });
         set.status = 201;
         set.headers['cache-control'] = 'no-store';
         return { result: 'success' as const, apikey };
@@ -49,12 +71,13 @@ export function apiKeyRoutes({ suffix, auth, service, maxExpiresInSeconds }: Api
     )
     .delete(
       `/apikeys/:id/${suffix}`,
-      async ({ caller, params, set }) => {
-        await service.revokeKey(caller, params.id);
+      async ({ caller, params, set, request }) => {
+        const row = await service.revokeKey(caller, params.id);
+        audit.deleted({ key: row.id, userId: row.userId, by: caller.by, requestId: requestIdOf(request) });
         set.status = 204;
       },
       {
-        params: t.Object({ id: t.String({ description: 'The `key` of the API key to delete.' }) }),
+        params: ID_PARAMS,
         response: { 204: t.Void(), ...errors },
         detail: {
           summary: `Delete an API key (${suffix})`,
@@ -63,5 +86,142 @@ export function apiKeyRoutes({ suffix, auth, service, maxExpiresInSeconds }: Api
           tags: ['API keys'],
         },
       },
+    )
+    .get(
+      `/apikeys/${suffix}`,
+      async ({ caller, request }) => {
+        const { limit, after } = listQueryOf(request.url);
+        const page = await service.listKeys(caller, { limit, after });
+        return {
+          result: 'success' as const,
+          apikeys: page.items,
+          nextCursor: page.next === null ? null : encodeCursor(page.next),
+        };
+      },
+      {
+        response: { 200: 'KeyListResponse', 400: ErrorResponse, 401: ErrorResponse, 403: ErrorResponse },
+        detail: {
+          ...describe(
+            'List your API keys',
+            "The caller's user's live keys at or below its level, newest first. Query: limit 1..100 (default 50), cursor from the previous page's nextCursor.",
+          ),
+          parameters: [
+            {
+              name: 'limit',
+              in: 'query',
+              required: false,
+              schema: { type: 'integer', minimum: 1, maximum: 100 },
+            },
+            { name: 'cursor', in: 'query', required: false, schema: { type: 'string' } },
+          ],
+        },
+      },
+    )
+    .get(
+      `/apikeys/:id/${suffix}`,
+      async ({ caller, params }) => ({
+        result: 'success' as const,
+        apikey: await service.getKey(caller, params.id),
+      }),
+      {
+        params: ID_PARAMS,
+        response: { 200: 'KeyResponse', ...errors },
+        detail: describe(
+          'Get one of your API keys',
+          'Never the secret. 404 for a key that is not yours or not live.',
+        ),
+      },
+    )
+    .post(
+      `/apikeys/:id/rotate/${suffix}`,
+      async ({ caller, params, body, set, request }) => {
+        const rotated = await service.rotateKey(caller, params.id, body.gracePeriod ?? 0);
+        audit.rotated({
+          key: rotated.apikey.key,
+          previousKey: rotated.previous.key,
+          userId: rotated.apikey.userId,
+          by: caller.by,
+          requestId: requestIdOf(request),
+        });
+        set.status = 201;
+        set.headers['cache-control'] = 'no-store';
+        return { result: 'success' as const, ...rotated };
+      },
+      {
+        params: ID_PARAMS,
+        parse: [({ request }) => readOptionalJsonBody(request), 'application/json'],
+        // After the credentials (the scheme's derive runs first): the id, then the body.
+        transform: (context) => {
+          assertKeyId(context.params.id);
+          raiseBodyProblem(context.body);
+          context.body = rotateBodyOf(context.body);
+        },
+        body: 'RotateBody',
+        response: { 201: 'RotatedResponse', ...errors, 409: ErrorResponse, 413: ErrorResponse },
+        detail: describe(
+          'Rotate one of your API keys',
+          'A new key with the same name, level and expiry; the old one keeps working for gracePeriod seconds (default 0). The new secret is in this response only.',
+        ),
+      },
     );
+}
+
+/** An absent or empty body means the defaults; anything else is read as JSON under the usual rules. */
+function readOptionalJsonBody(request: Request): unknown {
+  const length = request.headers.get('content-length');
+  if (length === '0' || (length === null && request.body === null)) return {};
+  return readJsonBody(request);
+}
+
+function rotateBodyOf(body: unknown): { gracePeriod?: number } {
+  if (body === undefined) return {};
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new HttpError(400, 'The body must be a JSON object, optionally with gracePeriod.');
+  }
+  const extra = Object.keys(body).find((name) => name !== 'gracePeriod');
+  if (extra !== undefined) {
+    throw new HttpError(400, `Unknown property "${extra.slice(0, 40)}": the body takes only gracePeriod.`);
+  }
+  const { gracePeriod } = body as { gracePeriod?: unknown };
+  if (gracePeriod === undefined) return {};
+  if (
+    typeof gracePeriod !== 'number' ||
+    !Number.isInteger(gracePeriod) ||
+    gracePeriod < 0 ||
+    gracePeriod > MAX_GRACE_PERIOD_SECONDS
+  ) {
+    throw new HttpError(
+      400,
+      `gracePeriod must be an integer number of seconds from 0 to ${MAX_GRACE_PERIOD_SECONDS}.`,
+    );
+  }
+  return { gracePeriod };
+}
+
+export const DEFAULT_PAGE_SIZE = 50;
+export const MAX_PAGE_SIZE = 100;
+
+/** `limit` and `cursor`, each at most once; any other parameter or value is a 400. */
+function listQueryOf(url: string) {
+  const queryStart = url.indexOf('?');
+  const params = new URLSearchParams(queryStart === -1 ? '' : url.slice(queryStart + 1));
+  let limit = DEFAULT_PAGE_SIZE;
+  let after: ReturnType<typeof decodeCursor>;
+  const seen = new Set<string>();
+  for (const [name, value] of params) {
+    if (seen.has(name)) throw new HttpError(400, `The query parameter ${name.slice(0, 40)} is given twice.`);
+    seen.add(name);
+    if (name === 'limit') {
+      if (!/^[1-9][0-9]{0,2}$/.test(value) || Number(value) > MAX_PAGE_SIZE) {
+        throw new HttpError(400, `limit must be an integer from 1 to ${MAX_PAGE_SIZE}.`);
+      }
+      limit = Number(value);
+    } else if (name === 'cursor') {
+      after = decodeCursor(value);
+      if (after === undefined) throw new HttpError(400, 'The cursor is not one this service gave out.');
+    } else {
+      throw new HttpError(400, `Unknown query parameter "${name.slice(0, 40)}": only limit and cursor.`);
+    }
+  }
+  return { limit, after };
 }

@@ -1,32 +1,68 @@
-// The rules of API keys: who may create or delete which key, levels that never escalate, the
-// per-user cap, expiry. Knows no HTTP framework and no SQL.
-import { generateKeyId, generateSecret, hashSecret, KEY_ID_PATTERN, secretMatches } from '../auth/secrets';
+// The rules of API keys: who may create, see, rotate or delete which key, levels that never escalate,
+// the per-user cap, expiry. Knows no HTTP framework and no SQL.
+import {
+  generateKeyId,
+  generateSecret,
+  hashSecret,
+  isWellFormedSecret,
+  KEY_ID_PATTERN,
+  secretMatches,
+} from '../auth/secrets';
 import type { Clock } from '../clock';
 import { HttpError } from '../http/errors';
-import type { ApiKeyView, CreateKeyInput } from './model';
-import type { ApiKeyStore } from './store';
+import type { KeyCache } from './key-cache';
+import type { ApiKeyView, CreateKeyInput, KeySummary } from './model';
+import type { ApiKeyRow, ApiKeyStore, ListPosition } from './store';
 
-/** An authenticated caller: a token's subject, or the user behind an API key. */
-export type Caller = { userId: number; level: number };
+/** An authenticated caller: a token's subject, or the user behind an API key; `by` names it in audit lines. */
+export type Caller = { userId: number; level: number; by: string };
+
+/** The outcome of a key and secret: an unknown key and a wrong secret are the same answer. */
+export type KeyAuthentication =
+  | { status: 'valid'; row: ApiKeyRow }
+  | { status: 'expired'; row: ApiKeyRow }
+  | { status: 'not-found' };
 
 export type ApiKeyServiceOptions = {
   store: ApiKeyStore;
+  keys: Pick<KeyCache, 'find'>;
   clock: Clock;
   maxKeysPerUser: number;
 };
 
 export type ApiKeyService = ReturnType<typeof createApiKeyService>;
 
-export function createApiKeyService({ store, clock, maxKeysPerUser }: ApiKeyServiceOptions) {
+export const MAX_GRACE_PERIOD_SECONDS = 30 * 24 * 3600;
+
+export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiKeyServiceOptions) {
+  /** The caller's own live key, or 404 whether it is missing, expired or another user's. */
+  async function ownLiveKey(caller: Caller, id: string, action: string): Promise<ApiKeyRow> {
+    assertKeyId(id);
+    const row = await store.findKey(id);
+    if (!row || row.userId !== caller.userId || row.expiresAt <= clock()) throw keyNotFound();
+    if (row.level > caller.level) {
+      throw new HttpError(
+        403,
+        `You may ${action} keys up to level ${caller.level}; this key is level ${row.level}.`,
+      );
+    }
+    return row;
+  }
+
   return {
-    /** The caller behind a key and secret, or null for an unknown, expired or wrongly-secreted key. */
-    verifyKeySecret(key: string, secret: string): Caller | null {
-      if (!KEY_ID_PATTERN.test(key)) return null;
-      const row = store.findKey(key);
-      // Hash the secret even for an unknown key so both answers take the same time.
+    /**
+     * Where every key-and-secret authentication starts (the /key scheme, verify, forward-auth).
+     * Both failing paths do the same work: a lookup (cached), one hash, one constant-time compare and
+     * the expiry check, so an unknown key and a wrong secret take the same time. A `kgs_` secret with
+     * a wrong checksum is refused before the lookup: that says nothing about any stored key.
+     */
+    async authenticateKey(key: string, secret: string): Promise<KeyAuthentication> {
+      if (!isWellFormedSecret(secret)) return NOT_FOUND;
+      const row = KEY_ID_PATTERN.test(key) ? await keys.find(key) : undefined;
       const matches = secretMatches(secret, row?.secretHash ?? UNKNOWN_KEY_HASH);
-      if (!row || !matches || row.expiresAt <= clock()) return null;
-      return { userId: row.userId, level: row.level };
+      const expired = (row?.expiresAt ?? 0) <= clock();
+      if (!row || !matches) return NOT_FOUND;
+      return expired ? { status: 'expired', row } : { status: 'valid', row };
     },
 
     async createKey(caller: Caller, input: CreateKeyInput): Promise<ApiKeyView> {
@@ -34,48 +70,119 @@ export function createApiKeyService({ store, clock, maxKeysPerUser }: ApiKeyServ
         throw new HttpError(403, `You may create keys up to level ${caller.level}, not ${input.level}.`);
       }
       const now = clock();
-      const secret = generateSecret();
-      const row = {
-        id: generateKeyId(),
-        secretHash: hashSecret(secret),
+      const { row, secret } = newKey({
         userId: caller.userId,
         level: input.level,
         name: input.name,
         createdAt: now,
         expiresAt: now + input.expiresIn * 1000,
-      };
-      if ((await store.insertKeyWithinLimit(row, maxKeysPerUser)) === 'limit-reached') {
-        throw new HttpError(409, `You already hold ${maxKeysPerUser} live keys, the most allowed.`);
-      }
-      return {
-        key: row.id,
-        secret,
-        level: row.level,
-        expiresAt: new Date(row.expiresAt).toISOString(),
-        name: row.name,
-        userId: row.userId,
-      };
+      });
+      if ((await store.insertKeyWithinLimit(row, maxKeysPerUser)) === 'limit-reached') throw capReached();
+      return createdView(row, secret);
     },
 
-    async revokeKey(caller: Caller, id: string): Promise<void> {
-      if (!KEY_ID_PATTERN.test(id)) {
-        throw new HttpError(400, 'The key id must be "kg_" followed by at least 22 letters and digits.');
-      }
-      const row = store.findKey(id);
-      // Another user's key and an expired key look exactly like a missing one.
-      if (!row || row.userId !== caller.userId || row.expiresAt <= clock()) throw keyNotFound();
-      if (row.level > caller.level) {
-        throw new HttpError(
-          403,
-          `You may delete keys up to level ${caller.level}; this key is level ${row.level}.`,
-        );
-      }
+    /** Resolves with the deleted row once its removal is committed. */
+    async revokeKey(caller: Caller, id: string): Promise<ApiKeyRow> {
+      const row = await ownLiveKey(caller, id, 'delete');
       if (!(await store.deleteKey(id))) throw keyNotFound();
+      return row;
     },
+
+    async getKey(caller: Caller, id: string): Promise<KeySummary> {
+      return summaryOf(await ownLiveKey(caller, id, 'see'));
+    },
+
+    /** One page of the caller's live keys at or below its level, newest first. */
+    async listKeys(
+      caller: Caller,
+      { limit, after }: { limit: number; after: ListPosition | undefined },
+    ): Promise<{ items: KeySummary[]; next: ListPosition | null }> {
+      const rows = await store.listLiveKeys({
+        userId: caller.userId,
+        now: clock(),
+        maxLevel: caller.level,
+        after,
+        limit: limit + 1,
+      });
+      const page = rows.slice(0, limit);
+      const last = page.at(-1);
+      const next = rows.length > limit && last ? { createdAt: last.createdAt, id: last.id } : null;
+      return { items: page.map(summaryOf), next };
+    },
+
+    /**
+     * A new key with the old one's name, level, user and expiry; the old one expires at
+     * min(its expiry, now + grace). Checks in the contract's order: 404, level 403, cap 409.
+     */
+    async rotateKey(caller: Caller, id: string, gracePeriodSeconds: number) {
+      const previous = await ownLiveKey(caller, id, 'rotate');
+      const now = clock();
+      const { row, secret } = newKey({
+        userId: previous.userId,
+        level: previous.level,
+        name: previous.name,
+        createdAt: now,
+        expiresAt: previous.expiresAt,
+      });
+      const previousExpiresAt = Math.min(previous.expiresAt, now + gracePeriodSeconds * 1000);
+      const outcome = await store.rotateKey({
+        previousId: previous.id,
+        previousExpiresAt,
+        next: row,
+        // Without a grace period the old key stops at once, so the count does not grow.
+        limit: gracePeriodSeconds > 0 ? maxKeysPerUser : undefined,
+      });
+      if (outcome === 'not-found') throw keyNotFound();
+      if (outcome === 'limit-reached') throw capReached();
+      return {
+        apikey: createdView(row, secret),
+        previous: { key: previous.id, expiresAt: new Date(previousExpiresAt).toISOString() },
+      };
+    },
+  };
+
+  function capReached(): HttpError {
+    return new HttpError(409, `You already hold ${maxKeysPerUser} live keys, the most allowed.`);
+  }
+}
+
+/** A `:id` not of the key format is 400, before anything is looked up. */
+export function assertKeyId(id: string): void {
+  if (!KEY_ID_PATTERN.test(id)) {
+    throw new HttpError(400, 'The key id must be "kg_" followed by at least 22 letters and digits.');
+  }
+}
+
+const NOT_FOUND: KeyAuthentication = Object.freeze({ status: 'not-found' });
+
+const UNKNOWN_KEY_HASH = hashSecret('no key has this secret');
+
+function newKey(fields: Omit<ApiKeyRow, 'id' | 'secretHash'>): { row: ApiKeyRow; secret: string } {
+  const secret = generateSecret();
+  return { row: { id: generateKeyId(), secretHash: hashSecret(secret), ...fields }, secret };
+}
+
+function createdView(row: ApiKeyRow, secret: string): ApiKeyView {
+  return {
+    key: row.id,
+    secret,
+    level: row.level,
+    expiresAt: new Date(row.expiresAt).toISOString(),
+    name: row.name,
+    userId: row.userId,
   };
 }
 
-const UNKNOWN_KEY_HASH = hashSecret('no key has this secret');
+function summaryOf(row: ApiKeyRow): KeySummary {
+  return {
+    key: row.id,
+    name: row.name,
+    level: row.level,
+    userId: row.userId,
+    createdAt: new Date(row.createdAt).toISOString(),
+    expiresAt: new Date(row.expiresAt).toISOString(),
+  };
+}
 
 function keyNotFound(): HttpError {
   return new HttpError(404, 'No such key.');

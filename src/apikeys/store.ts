@@ -1,93 +1,97 @@
-// Storage of API keys: rows in, rows out, no rules. Writes go through the group-commit writer and
-// resolve once committed; reads are synchronous prepared statements.
-import { and, count, eq, gt, inArray, lte, sql } from 'drizzle-orm';
-import { GroupCommitWriter } from '../db/group-commit';
-import type { Db } from '../db/open';
-import { type ApiKeyRow, apiKeys } from '../db/schema';
+// The ApiKeyStore interface: rows in, rows out, in the service's words, no rules. Every method returns
+// a Promise, reads too, so an engine whose reads are async (PostgreSQL) fits the same shape.
+// The SQLite implementation is src/db/sqlite-store.ts.
 
-export type ApiKeyStore = ReturnType<typeof createApiKeyStore>;
+/** One stored key. `secretHash` is the SHA-256 of the secret; the secret itself is never stored. */
+export type ApiKeyRow = {
+  id: string;
+  secretHash: Uint8Array;
+  userId: number;
+  level: number;
+  name: string;
+  /** Milliseconds since the epoch. */
+  createdAt: number;
+  expiresAt: number;
+};
 
-export function createApiKeyStore(db: Db) {
-  const writer = new GroupCommitWriter(db.$client);
+/** A position in a user's list of keys, newest first: the last item of the previous page. */
+export type ListPosition = { createdAt: number; id: string };
 
-  const findById = db
-    .select()
-    .from(apiKeys)
-    .where(eq(apiKeys.id, sql.placeholder('id')))
-    .prepare();
+export type ListQuery = {
+  userId: number;
+  /** Only keys that expire after this instant. */
+  now: number;
+  /** Only keys at or below this level. */
+  maxLevel: number;
+  after: ListPosition | undefined;
+  limit: number;
+};
 
-  const countLive = db
-    .select({ n: count() })
-    .from(apiKeys)
-    .where(and(eq(apiKeys.userId, sql.placeholder('userId')), gt(apiKeys.expiresAt, sql.placeholder('now'))))
-    .prepare();
+export type Rotation = {
+  previousId: string;
+  /** The previous key's new expiry (at most its current one). */
+  previousExpiresAt: number;
+  next: ApiKeyRow;
+  /** Refuse when the user already holds this many live keys at `next.createdAt`; undefined: no cap. */
+  limit: number | undefined;
+};
 
-  const insert = db
-    .insert(apiKeys)
-    .values({
-      id: sql.placeholder('id'),
-      secretHash: sql.placeholder('secretHash'),
-      userId: sql.placeholder('userId'),
-      level: sql.placeholder('level'),
-      name: sql.placeholder('name'),
-      createdAt: sql.placeholder('createdAt'),
-      expiresAt: sql.placeholder('expiresAt'),
-    })
-    .prepare();
+export type RotationOutcome = 'rotated' | 'not-found' | 'limit-reached';
 
-  const deleteById = db
-    .delete(apiKeys)
-    .where(eq(apiKeys.id, sql.placeholder('id')))
-    .returning({ id: apiKeys.id })
-    .prepare();
+/**
+ * Called with the ids a committed write inserted, deleted, rotated or purged (here or, on a shared
+ * database, on another replica), or with 'all' when changes may have been missed.
+ */
+export type KeysChangedListener = (ids: readonly string[] | 'all') => void;
 
-  // SQLite has no portable DELETE ... LIMIT: pick the batch in a subquery on the expires_at index.
-  const deleteExpired = db
-    .delete(apiKeys)
-    .where(
-      inArray(
-        apiKeys.id,
-        db
-          .select({ id: apiKeys.id })
-          .from(apiKeys)
-          .where(lte(apiKeys.expiresAt, sql.placeholder('now')))
-          .orderBy(apiKeys.expiresAt)
-          .limit(sql.placeholder('limit')),
-      ),
-    )
-    .returning({ id: apiKeys.id })
-    .prepare();
+export interface ApiKeyStore {
+  findKey(id: string): Promise<ApiKeyRow | undefined>;
 
-  return {
-    findKey(id: string): ApiKeyRow | undefined {
-      return findById.get({ id });
-    },
+  /** Newest first by (createdAt, id), strictly after `after`. */
+  listLiveKeys(query: ListQuery): Promise<ApiKeyRow[]>;
 
-    /** Inserts unless the user already holds `limit` live keys; the count and the insert share one transaction. */
-    insertKeyWithinLimit(row: ApiKeyRow, limit: number): Promise<'inserted' | 'limit-reached'> {
-      return writer.write(() => {
-        if ((countLive.get({ userId: row.userId, now: row.createdAt })?.n ?? 0) >= limit)
-          return 'limit-reached';
-        insert.run(row);
-        return 'inserted';
-      });
-    },
+  /** Inserts unless the user already holds `limit` live keys; the count and the insert are one transaction. */
+  insertKeyWithinLimit(row: ApiKeyRow, limit: number): Promise<'inserted' | 'limit-reached'>;
 
-    /** Resolves true when the key existed and its removal is committed. */
-    deleteKey(id: string): Promise<boolean> {
-      return writer.write(() => deleteById.all({ id }).length > 0);
-    },
+  /** Resolves true when the key existed and its removal is committed. */
+  deleteKey(id: string): Promise<boolean>;
 
-    /** Deletes up to `limit` keys that expired at or before `now`; resolves with how many. */
-    deleteExpiredBatch(now: number, limit: number): Promise<number> {
-      return writer.write(() => deleteExpired.all({ now, limit }).length);
-    },
+  /**
+   * In one transaction: the previous key (still live at `next.createdAt`) gets its new expiry and
+   * `next` is inserted; either both are committed or neither.
+   */
+  rotateKey(rotation: Rotation): Promise<RotationOutcome>;
 
-    /** Every queued write committed or rejected. */
-    drained: () => writer.drained(),
+  /** Deletes up to `limit` keys that expired at or before `now`; resolves with how many. */
+  deleteExpiredBatch(now: number, limit: number): Promise<number>;
 
-    ping(): boolean {
-      return db.$client.query('SELECT 1 AS ok').get() !== null;
-    },
-  };
+  /**
+   * `listener` runs synchronously right after each commit that changed keys, before the writers'
+   * promises resolve. Returns a function that removes it.
+   */
+  onKeysChanged(listener: KeysChangedListener): () => void;
+
+  /** Every queued write committed or rejected. */
+  drained(): Promise<void>;
+
+  /** True once the database answers. */
+  ping(): Promise<boolean>;
+
+  /** Waits for queued writes, then closes the database. */
+  close(): Promise<void>;
+}
+
+/**
+ * The database cannot take the request right now (unreachable, locked, full, read-only): it may
+ * succeed later, so the HTTP layer answers 503. Each store turns its engine's errors into this one.
+ */
+export class StoreUnavailableError extends Error {
+  override name = 'StoreUnavailableError';
+  constructor(
+    /** The engine's own code, for the log line. */
+    readonly code: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`the database is unavailable (${code})`, options);
+  }
 }

@@ -5,6 +5,7 @@ import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Config } from '../config';
 import { ConfigError } from '../config';
+import { isPostgresUrl } from '../db/postgres/open';
 
 export const JWT_SECRET_FILE = 'jwt-secret';
 
@@ -15,6 +16,12 @@ export function dataDirectory(databaseUrl: string): string {
 
 export function resolveJwtSecret(config: Pick<Config, 'jwtSecret' | 'databaseUrl'>): string {
   if (config.jwtSecret !== undefined) return config.jwtSecret;
+  if (isPostgresUrl(config.databaseUrl)) {
+    // A secret generated beside one replica would differ from the next replica's.
+    throw new ConfigError(
+      'With a PostgreSQL DATABASE_URL, set JWT_SECRET (or JWT_JWKS_URL, JWT_PUBLIC_KEY): every replica must verify tokens with the same key.',
+    );
+  }
   const path = join(dataDirectory(config.databaseUrl), JWT_SECRET_FILE);
   try {
     mkdirSync(dirname(path), { recursive: true });

@@ -8,6 +8,7 @@ const LOCK_RETRY_MS = 20;
 
 type Job = {
   run: () => unknown;
+  committed?: (value: unknown) => void;
   resolve: (value: unknown) => void;
   reject: (reason: unknown) => void;
 };
@@ -36,10 +37,18 @@ export class GroupCommitWriter {
     };
   }
 
-  /** Runs `work` inside the next shared transaction; resolves only after that transaction commits. */
-  write<T>(work: () => T): Promise<T> {
+  /**
+   * Runs `work` inside the next shared transaction; resolves only after that transaction commits.
+   * `committed` runs synchronously right after the COMMIT, before any writer's promise resolves.
+   */
+  write<T>(work: () => T, committed?: (value: T) => void): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ run: work, resolve: resolve as (value: unknown) => void, reject });
+      this.queue.push({
+        run: work,
+        committed: committed as ((value: unknown) => void) | undefined,
+        resolve: resolve as (value: unknown) => void,
+        reject,
+      });
       if (!this.scheduled) {
         this.scheduled = true;
         // setImmediate, not a microtask: requests parsed in this loop turn join the same commit.
@@ -90,6 +99,10 @@ export class GroupCommitWriter {
   }
 
   private settle(jobs: Job[], outcomes: Outcome[]): void {
+    for (let i = 0; i < jobs.length; i++) {
+      const outcome = outcomes[i] as Outcome;
+      if (outcome.ok) jobs[i]?.committed?.(outcome.value);
+    }
     for (let i = 0; i < jobs.length; i++) {
       const job = jobs[i] as Job;
       const outcome = outcomes[i] as Outcome;

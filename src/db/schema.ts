@@ -16,6 +16,8 @@ export const apiKeys = sqliteTable(
   (table) => [
     // Counting a user's live keys (the per-user cap) walks this index only.
     index('api_keys_user_expires').on(table.userId, table.expiresAt),
+    // Listing a user's keys newest first, keyset-paged on (created_at, id), walks this index only.
+    index('api_keys_user_created').on(table.userId, table.createdAt, table.id),
     // The purge finds expired keys in order without scanning the table.
     index('api_keys_expires').on(table.expiresAt),
   ],

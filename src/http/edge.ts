@@ -1,20 +1,36 @@
 // The outermost layer of every request: a request id, the body-size guard, the host fix-up, the
 // security headers, and one log line (method, path, status, ms; never headers or bodies).
+import type { TokenRefusal } from '../auth/jwt';
 import type { Logger } from '../log';
 import { BODY_TOO_LARGE, CLOSE, MAX_BODY_BYTES } from './body';
 import { errorResponse } from './errors';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 const requestIds = new WeakMap<Request, string>();
+const tokenRefusals = new WeakMap<Request, TokenRefusal>();
 
 /** The id given to a request, for error logs deeper down. */
 export function requestIdOf(request: Request): string | undefined {
   return requestIds.get(request);
 }
 
+/** Why the request's token was refused, for its log line at LOG_LEVEL=debug (never the token). */
+export function noteTokenRefusal(request: Request, reason: TokenRefusal): void {
+  tokenRefusals.set(request, reason);
+}
+
 export function withHttpEdge(
   handle: (request: Request) => Response | Promise<Response>,
   logger: Logger,
+  /** Paths under these prefixes never read the body, so its declared size does not matter. */
+  {
+    bodyIgnoredUnder = [],
+    explainTokenRefusals = false,
+  }: {
+    bodyIgnoredUnder?: readonly string[];
+    /** Adds `tokenRefusal` to the request line (LOG_LEVEL=debug). */
+    explainTokenRefusals?: boolean;
+  } = {},
 ): (request: Request) => Promise<Response> {
   return async (original) => {
     const started = performance.now();
@@ -22,24 +38,34 @@ export function withHttpEdge(
     const given = request.headers.get('x-request-id');
     const id = given !== null && REQUEST_ID.test(given) ? given : crypto.randomUUID();
     requestIds.set(request, id);
-    const length = Number(request.headers.get('content-length') ?? 0);
-    // Refused before reading a byte of it (and before authentication): the declared size says enough.
-    const response =
-      length > MAX_BODY_BYTES ? errorResponse(413, BODY_TOO_LARGE, CLOSE) : await handle(request);
-    response.headers.set('x-request-id', id);
-    response.headers.set('x-content-type-options', 'nosniff');
     const url = request.url;
     const pathStart = url.indexOf('/', url.indexOf('//') + 2);
     const queryStart = url.indexOf('?', pathStart);
+    const length = Number(request.headers.get('content-length') ?? 0);
+    // Refused before reading a byte of it (and before authentication): the declared size says enough.
+    const response =
+      length > MAX_BODY_BYTES && !ignoresBody(url.slice(pathStart), bodyIgnoredUnder)
+        ? errorResponse(413, BODY_TOO_LARGE, CLOSE)
+        : await handle(request);
+    response.headers.set('x-request-id', id);
+    response.headers.set('x-content-type-options', 'nosniff');
+    const tokenRefusal = explainTokenRefusals ? tokenRefusals.get(request) : undefined;
     logger.info('request', {
       requestId: id,
       method: request.method,
       path: queryStart === -1 ? url.slice(pathStart) : url.slice(pathStart, queryStart),
       status: response.status,
       ms: Math.round((performance.now() - started) * 100) / 100,
+      ...(tokenRefusal === undefined ? {} : { tokenRefusal }),
     });
     return response;
   };
+}
+
+function ignoresBody(path: string, prefixes: readonly string[]): boolean {
+  return prefixes.some(
+    (prefix) => path.startsWith(prefix) && ['', '/', '?'].includes(path.charAt(prefix.length)),
+  );
 }
 
 /**

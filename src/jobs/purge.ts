@@ -1,5 +1,6 @@
 // Purge of expired keys, in small batches: each batch is one short write in the group commit, and
 // requests run between batches, so none waits long behind a large purge.
+import { createAuditLog } from '../apikeys/audit';
 import type { ApiKeyStore } from '../apikeys/store';
 import type { Clock } from '../clock';
 import type { Logger } from '../log';
@@ -46,15 +47,12 @@ export function startPurgeTimer(options: {
 }): { stop(): Promise<void> } {
   let running: Promise<void> | undefined;
   const stopping = new AbortController();
+  const audit = createAuditLog(options.logger);
   const timer = setInterval(() => {
     if (running) return;
     const started = performance.now();
     running = purgeExpiredKeys(options.store, options.clock, { signal: stopping.signal })
-      .then((removed) => {
-        if (removed > 0) {
-          options.logger.info('purge', { removed, ms: Math.round(performance.now() - started) });
-        }
-      })
+      .then((removed) => audit.purged(removed, Math.round(performance.now() - started)))
       .catch((error: unknown) => options.logger.error('purge failed', { error: String(error) }))
       .finally(() => {
         running = undefined;

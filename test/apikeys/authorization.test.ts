@@ -3,9 +3,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate({ MAX_KEYS_PER_USER: '3' });
+beforeEach(async () => {
+  k = await testKeygate({ MAX_KEYS_PER_USER: '3' });
 });
+afterEach(() => k.close());
 afterEach(() => k.close());
 
 const body = (level: number) => ({ name: 'k', level, expiresIn: 3600 });
@@ -87,7 +88,7 @@ describe('levels never escalate', () => {
     const high = await k.createKey(1, { level: 6 });
     const response = await k.req('DELETE', `/apikeys/${high.key}/jwt`, { headers: await k.bearer(1, 5) });
     expect(response.status).toBe(403);
-    expect(k.keygate.store.findKey(high.key)).toBeDefined();
+    expect(await k.keygate.store.findKey(high.key)).toBeDefined();
   });
 
   it('lets a key delete an own key at or below its level', async () => {

@@ -3,9 +3,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import { START, type TestKeygate, type TestResponse, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate();
+beforeEach(async () => {
+  k = await testKeygate();
 });
+afterEach(() => k.close());
 afterEach(() => k.close());
 
 const VALID = { name: 'ci', level: 3, expiresIn: 3600 };
@@ -41,7 +42,7 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('POST /apikey
     expect(error).toBeUndefined();
     expect(Object.keys(apikey).sort()).toEqual(['expiresAt', 'key', 'level', 'name', 'secret', 'userId']);
     expect(apikey.key).toMatch(/^kg_[A-Za-z0-9]{22,}$/);
-    expect(apikey.secret).toMatch(/^[A-Za-z0-9_-]{43,}$/);
+    expect(apikey.secret).toMatch(/^kgs_[0-9A-Za-z]{49}$/);
     expect(apikey.level).toBe(3);
     expect(apikey.name).toBe('ci');
     expect(apikey.userId).toBe(42);

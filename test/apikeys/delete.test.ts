@@ -3,9 +3,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate();
+beforeEach(async () => {
+  k = await testKeygate();
 });
+afterEach(() => k.close());
 afterEach(() => k.close());
 
 /** Credentials for user 42 at level 8 under each scheme. */
@@ -25,7 +26,7 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('DELETE /apik
     const response = await k.req('DELETE', path(victim.key), { headers: await schemes[scheme]() });
     expect(response.status).toBe(204);
     expect(response.text).toBe('');
-    expect(k.keygate.store.findKey(victim.key)).toBeUndefined();
+    expect(await k.keygate.store.findKey(victim.key)).toBeUndefined();
     const reuse = await k.req('POST', '/apikeys/key', {
       headers: k.basic(victim.key, victim.secret),
       body: { name: 'x', level: 0, expiresIn: 60 },
@@ -84,14 +85,14 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('DELETE /apik
     const others = await k.createKey(7, { level: 0 });
     const response = await k.req('DELETE', path(others.key), { headers: await schemes[scheme]() });
     expect(response.status).toBe(404);
-    expect(k.keygate.store.findKey(others.key)).toBeDefined();
+    expect(await k.keygate.store.findKey(others.key)).toBeDefined();
   });
 
   it('answers 404 for an expired key that the purge has not removed yet', async () => {
     const victim = await k.createKey(42, { expiresIn: 60 });
     const headers = await schemes[scheme]();
     k.time.now += 60_000;
-    expect(k.keygate.store.findKey(victim.key)).toBeDefined();
+    expect(await k.keygate.store.findKey(victim.key)).toBeDefined();
     // The /key parent expires too unless it outlives the victim; it does (3600 s).
     expect((await k.req('DELETE', path(victim.key), { headers })).status).toBe(404);
   });

@@ -15,15 +15,15 @@ const sign = (claims: Record<string, unknown>, alg = 'HS256') =>
 describe('verify', () => {
   it('returns the subject and level 8 when there is no level claim', async () => {
     expect(await authority.verify(await sign({ sub: '42', exp: nowS + 1 }))).toEqual({
-      userId: 42,
-      level: 8,
+      ok: true,
+      identity: { userId: 42, level: 8, expiresAt: now + 1000 },
     });
   });
 
   it('returns the level claim when present', async () => {
     expect(await authority.verify(await sign({ sub: 42, exp: nowS + 1, level: 0 }))).toEqual({
-      userId: 42,
-      level: 0,
+      ok: true,
+      identity: { userId: 42, level: 0, expiresAt: now + 1000 },
     });
   });
 
@@ -36,28 +36,28 @@ describe('verify', () => {
     ['sub as an object', { sub: { id: 1 }, exp: nowS + 60 }, 'HS256'],
     ['level 8.5', { sub: '1', exp: nowS + 60, level: 8.5 }, 'HS256'],
   ])('rejects %s', async (_, claims, alg) => {
-    expect(await authority.verify(await sign(claims, alg))).toBeNull();
+    expect(await authority.verify(await sign(claims, alg))).toMatchObject({ ok: false });
   });
 
   it('rejects garbage without throwing', async () => {
     for (const token of ['', 'a.b.c', '....', 'eyJ.eyJ.x', 'é.é.é'])
-      expect(await authority.verify(token)).toBeNull();
+      expect(await authority.verify(token)).toMatchObject({ ok: false });
   });
 
   it('verifies what it signs, with iss and aud when configured', async () => {
     const strict = createJwtAuthority({ secret: SECRET, issuer: 'i', audience: 'a', clock: () => now });
     const token = await strict.sign({ sub: 5, level: 2, ttlSeconds: 60 });
-    expect(await strict.verify(token)).toEqual({ userId: 5, level: 2 });
-    expect(await authority.verify(token)).toEqual({ userId: 5, level: 2 });
+    expect(await strict.verify(token)).toMatchObject({ ok: true, identity: { userId: 5, level: 2 } });
+    expect(await authority.verify(token)).toMatchObject({ ok: true, identity: { userId: 5, level: 2 } });
     expect(
       await createJwtAuthority({ secret: SECRET, issuer: 'other', clock: () => now }).verify(token),
-    ).toBeNull();
+    ).toMatchObject({ ok: false });
   });
 
   it('honours the injected clock for exp', async () => {
     const token = await authority.sign({ sub: 1, ttlSeconds: 60 });
     const later = createJwtAuthority({ secret: SECRET, clock: () => now + 60_000 });
-    expect(await later.verify(token)).toBeNull();
+    expect(await later.verify(token)).toMatchObject({ ok: false });
   });
 });
 

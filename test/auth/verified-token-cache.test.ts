@@ -20,30 +20,39 @@ describe('verified-token cache', () => {
   it('rejects a remembered token once its exp is reached', async () => {
     const { authority, setNow } = movableAuthority();
     const token = await sign({ sub: 7, exp: startS + 60 });
-    expect(await authority.verify(token)).toEqual({ userId: 7, level: 8 });
+    expect(await authority.verify(token)).toEqual({
+      ok: true,
+      identity: { userId: 7, level: 8, expiresAt: start + 60_000 },
+    });
     setNow(start + 59_999);
-    expect(await authority.verify(token)).toEqual({ userId: 7, level: 8 });
+    expect(await authority.verify(token)).toEqual({
+      ok: true,
+      identity: { userId: 7, level: 8, expiresAt: start + 60_000 },
+    });
     setNow(start + 60_000);
-    expect(await authority.verify(token)).toBeNull();
+    expect(await authority.verify(token)).toMatchObject({ ok: false });
     setNow(start);
     // Forgotten, and checked in full again: still valid at the earlier time.
-    expect(await authority.verify(token)).toEqual({ userId: 7, level: 8 });
+    expect(await authority.verify(token)).toEqual({
+      ok: true,
+      identity: { userId: 7, level: 8, expiresAt: start + 60_000 },
+    });
   });
 
   it('rejects a remembered token before its nbf when the clock moves back', async () => {
     const { authority, setNow } = movableAuthority();
     const token = await sign({ sub: 7, exp: startS + 60, nbf: startS });
-    expect(await authority.verify(token)).not.toBeNull();
+    expect(await authority.verify(token)).toMatchObject({ ok: true });
     setNow(start - 1000);
-    expect(await authority.verify(token)).toBeNull();
+    expect(await authority.verify(token)).toMatchObject({ ok: false });
   });
 
   it('does not let a tampered copy of a remembered token through', async () => {
     const { authority } = movableAuthority();
     const token = await sign({ sub: 7, exp: startS + 60 });
-    expect(await authority.verify(token)).not.toBeNull();
+    expect(await authority.verify(token)).toMatchObject({ ok: true });
     const tampered = `${token.slice(0, -2)}${token.endsWith('AA') ? 'BB' : 'AA'}`;
-    expect(await authority.verify(tampered)).toBeNull();
-    expect(await authority.verify(tampered)).toBeNull();
+    expect(await authority.verify(tampered)).toMatchObject({ ok: false });
+    expect(await authority.verify(tampered)).toMatchObject({ ok: false });
   });
 });

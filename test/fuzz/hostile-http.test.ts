@@ -10,4 +10,11 @@ it('keeps every invariant under random and mutated requests on every endpoint', 
   // Not vacuous: keys were created and deleted along the way, so the database check had work to do.
   expect(stats.statuses[201]).toBeGreaterThan(20);
   expect(stats.statuses[204]).toBeGreaterThan(5);
+  // The newer routes too: each answered its success status often enough to judge.
+  expect(stats.routes.verify?.[200]).toBeGreaterThan(20);
+  expect(stats.routes['forward-auth']?.[200]).toBeGreaterThan(20);
+  expect(stats.routes['forward-auth']?.[403]).toBeGreaterThan(20);
+  expect(stats.routes.list?.[200]).toBeGreaterThan(10);
+  expect(stats.routes.get?.[200]).toBeGreaterThan(10);
+  expect(stats.routes.rotate?.[201]).toBeGreaterThan(10);
 }, 20_000);

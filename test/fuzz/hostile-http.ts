@@ -1,10 +1,12 @@
 // Hostile HTTP input, defined once: the generators of random and mutated requests, the model of what
 // was acknowledged, and the invariants every response must keep. test/fuzz/*.test.ts runs it briefly
 // on every `bun test`; scripts/fuzz.ts runs the same property for as many requests as asked.
+
+import type { Database } from 'bun:sqlite';
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { SignJWT } from 'jose';
-import { loadConfig } from '../../src/config';
+import { type Config, loadConfig } from '../../src/config';
 import { createKeygate, type Keygate } from '../../src/keygate';
 import { createLogger, type Logger } from '../../src/log';
 
@@ -113,7 +115,14 @@ export type Credential =
   | { kind: 'token'; name: TokenName }
   /** A valid token with one character of one segment changed (never the signature's last, whose low bits are padding). */
   | { kind: 'tampered-token'; name: TokenName; segment: 0 | 1 | 2; position: number; replacement: string }
-  | { kind: 'key'; ref: number; form: 'basic' | 'headers'; secret: 'own' | 'other' | 'truncated' | 'flipped' }
+  | {
+      kind: 'key';
+      ref: number;
+      form: 'basic' | 'headers';
+      secret: 'own' | 'other' | 'truncated' | 'flipped';
+      /** Pick among the keys still live (else among all ever acknowledged). */
+      live?: boolean;
+    }
   | { kind: 'unknown-key'; form: 'basic' | 'headers' }
   | { kind: 'raw-authorization'; value: string }
   | { kind: 'raw-api-headers'; key: string | null; secret: string | null };
@@ -127,15 +136,34 @@ export type Body =
   | { kind: 'bytes'; bytes: Uint8Array }
   | { kind: 'mutated'; name: string; edits: Array<{ at: number; remove: number; insert: string }> }
   | { kind: 'nested'; depth: number; open: string }
-  | { kind: 'huge'; size: number; inName: boolean };
+  | { kind: 'huge'; size: number; inName: boolean }
+  | { kind: 'verify'; subject: VerifySubject; minLevel: number | string | undefined }
+  | { kind: 'rotate'; gracePeriod: number | string | undefined };
+
+/** What a verify body asks about, in the model's terms; 'both' and 'neither' are malformed (400). */
+export type VerifySubject =
+  | { kind: 'key'; ref: number; secret: 'own' | 'other' | 'flipped'; keyText: 'known' | 'unknown' | 'odd' }
+  | { kind: 'token'; name: TokenName }
+  | { kind: 'both' }
+  | { kind: 'neither' };
 
 export type Target =
   | { kind: 'create'; scheme: Scheme }
   | { kind: 'delete'; scheme: Scheme; id: DeleteId }
-  | { kind: 'path'; path: string };
+  | { kind: 'path'; path: string }
+  | { kind: 'verify' }
+  | { kind: 'forward-auth'; tail: string; minLevel: string | null }
+  | { kind: 'list'; scheme: Scheme; limit: string | null; cursor: CursorChoice }
+  | { kind: 'get'; scheme: Scheme; id: DeleteId }
+  | { kind: 'rotate'; scheme: Scheme; id: DeleteId };
+
+/** A list cursor: none, one keygate handed out earlier in the sequence, or a forged one. */
+export type CursorChoice = { kind: 'none' } | { kind: 'seen'; ref: number } | { kind: 'raw'; value: string };
 
 export type DeleteId =
   | { kind: 'known'; ref: number }
+  /** The key the credential itself uses, or for a token one of its user's live keys. */
+  | { kind: 'self' }
   | { kind: 'unknown' }
   | { kind: 'raw'; segment: string };
 
@@ -320,8 +348,51 @@ const body: fc.Arbitrary<Body> = fc.oneof(
   },
 );
 
+const levelText = fc.oneof(
+  { weight: 4, arbitrary: fc.integer({ min: 0, max: 8 }).map(String) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom('', '9', '-1', '1.5', '01', '+1', '1e0', ' 1', 'x', '%00', '8&minLevel=0'),
+  },
+);
+
+const verifyBody = (): fc.Arbitrary<Body> =>
+  fc.record({
+    kind: fc.constant('verify' as const),
+    subject: fc.oneof(
+      {
+        weight: 5,
+        arbitrary: fc.record({
+          kind: fc.constant('key' as const),
+          ref: fc.nat(),
+          secret: fc.constantFrom<'own' | 'other' | 'flipped'>('own', 'own', 'other', 'flipped'),
+          keyText: fc.constantFrom<'known' | 'unknown' | 'odd'>('known', 'known', 'known', 'unknown', 'odd'),
+        }),
+      },
+      { weight: 4, arbitrary: tokenName.map((name) => ({ kind: 'token', name }) as VerifySubject) },
+      { weight: 1, arbitrary: fc.constantFrom<VerifySubject>({ kind: 'both' }, { kind: 'neither' }) },
+    ),
+    minLevel: fc.oneof(
+      { weight: 3, arbitrary: fc.constant(undefined) },
+      { weight: 3, arbitrary: fc.integer({ min: 0, max: 8 }) },
+      { weight: 1, arbitrary: fc.constantFrom<number | string>(9, -1, 1.5, '3', 'x') },
+    ),
+  });
+
+const rotateBody: fc.Arbitrary<Body> = fc.record({
+  kind: fc.constant('rotate' as const),
+  gracePeriod: fc.oneof(
+    { weight: 3, arbitrary: fc.constant(undefined) },
+    { weight: 3, arbitrary: fc.constant(0) },
+    { weight: 3, arbitrary: fc.integer({ min: 1, max: 10 }) },
+    { weight: 1, arbitrary: fc.integer({ min: 0, max: 2_592_000 }) },
+    { weight: 1, arbitrary: fc.constantFrom<number | string>(2_592_001, -1, 1.5, '5', 'x') },
+  ),
+});
+
 const tokenName = fc.constantFrom<TokenName>(...VALID_TOKENS.map((t) => t.name), ...INVALID_TOKEN_NAMES);
 const validTokenName = fc.constantFrom<TokenName>(...VALID_TOKENS.map((t) => t.name));
+
 const keyForm = fc.constantFrom<'basic' | 'headers'>('basic', 'headers');
 const headerValue = fc.oneof(
   fc.string({ maxLength: 60 }),
@@ -338,6 +409,7 @@ const credential = (scheme: Scheme): fc.Arbitrary<Credential> => {
           ref: fc.nat(),
           form: keyForm,
           secret: fc.constant('own' as const),
+          live: fc.boolean(),
         });
   const hostile: fc.Arbitrary<Credential> = fc.oneof(
     fc.constant({ kind: 'none' } as Credential),
@@ -467,6 +539,62 @@ const target: fc.Arbitrary<Target> = fc.oneof(
   },
 );
 
+const newRouteTarget: fc.Arbitrary<Target> = fc.oneof(
+  { weight: 3, arbitrary: fc.constant({ kind: 'verify' } as Target) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('forward-auth' as const),
+      tail: fc.oneof(
+        { weight: 3, arbitrary: fc.constant('') },
+        { weight: 2, arbitrary: fc.constantFrom('/app', '/admin/report', '/a/b/c', '/kg_x/jwt') },
+        { weight: 1, arbitrary: rawSegment.map((segment) => `/${segment}`) },
+      ),
+      minLevel: fc.option(levelText, { nil: null }),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('list' as const),
+      scheme: fc.constantFrom<Scheme>('jwt', 'key'),
+      limit: fc.option(
+        fc.oneof(
+          fc.integer({ min: 1, max: 3 }).map(String),
+          fc.constantFrom('1', '50', '100', '101', '0', '-1', '1.5', 'x', '', '1e1'),
+        ),
+        { nil: null },
+      ),
+      cursor: fc.oneof(
+        { weight: 3, arbitrary: fc.constant({ kind: 'none' } as CursorChoice) },
+        { weight: 3, arbitrary: fc.nat().map((ref) => ({ kind: 'seen', ref }) as CursorChoice) },
+        {
+          weight: 1,
+          arbitrary: fc
+            .oneof(
+              fc.string({ maxLength: 40 }),
+              fc.constantFrom('', 'null', 'AAAA', '%00', 'eyJhIjoxfQ', '____', 'kg_aaaaaaaaaaaaaaaaaaaaaa'),
+            )
+            .map((value) => ({ kind: 'raw', value }) as CursorChoice),
+        },
+      ),
+    }),
+  },
+  ...(['get', 'rotate'] as const).map((kind) => ({
+    weight: kind === 'rotate' ? 3 : 2,
+    arbitrary: fc.record({
+      kind: fc.constant(kind),
+      scheme: fc.constantFrom<Scheme>('jwt', 'key'),
+      id: fc.oneof(
+        { weight: 3, arbitrary: fc.record({ kind: fc.constant('known' as const), ref: fc.nat() }) },
+        { weight: 4, arbitrary: fc.constant({ kind: 'self' } as DeleteId) },
+        { weight: 1, arbitrary: fc.constant({ kind: 'unknown' } as DeleteId) },
+        { weight: 1, arbitrary: rawSegment.map((segment) => ({ kind: 'raw', segment }) as DeleteId) },
+      ),
+    }) as fc.Arbitrary<Target>,
+  })),
+);
+
 const oddContentType = fc.oneof(
   fc.constantFrom(
     'application/json; charset=utf-8',
@@ -565,29 +693,56 @@ const method = fc.oneof(
   },
 );
 
-export const fuzzRequest: fc.Arbitrary<FuzzRequest> = target.chain((t) =>
-  fc.record({
-    method,
-    target: fc.constant(t),
-    query: fc.oneof(
-      { weight: 8, arbitrary: fc.constant('') },
-      { weight: 1, arbitrary: fc.constantFrom('?', '?a=1&a=2', '?%zz', '?__proto__[x]=1', '?key=kg_x#frag') },
-    ),
-    credential: credential(t.kind === 'path' ? 'jwt' : t.scheme),
-    body:
-      t.kind === 'delete'
-        ? fc.oneof(
-            { weight: 6, arbitrary: fc.constant({ kind: 'none' } as Body) },
-            { weight: 1, arbitrary: body },
-          )
-        : body,
-    contentType,
-    headers: fc.oneof(
-      { weight: 3, arbitrary: fc.constant([] as Array<[string, string]>) },
-      { weight: 2, arbitrary: extraHeaders },
-    ),
-  }),
-);
+const bodyFor = (t: Target): fc.Arbitrary<Body> => {
+  const none = fc.constant({ kind: 'none' } as Body);
+  switch (t.kind) {
+    case 'delete':
+    case 'get':
+    case 'list':
+    case 'forward-auth':
+      return fc.oneof({ weight: 6, arbitrary: none }, { weight: 1, arbitrary: body });
+    case 'verify':
+      return fc.oneof({ weight: 8, arbitrary: verifyBody() }, { weight: 2, arbitrary: body });
+    case 'rotate':
+      return fc.oneof(
+        { weight: 4, arbitrary: rotateBody },
+        { weight: 3, arbitrary: none },
+        { weight: 1, arbitrary: body },
+      );
+    default:
+      return body;
+  }
+};
+
+/** Forward-auth reads either scheme; verify takes no caller credential (it is sent anyway, sometimes). */
+const credentialFor = (t: Target): fc.Arbitrary<Credential> => {
+  if (t.kind === 'path' || t.kind === 'verify') return credential('jwt');
+  if (t.kind === 'forward-auth') return fc.oneof(credential('jwt'), credential('key'));
+  return credential(t.scheme);
+};
+
+export const fuzzRequest: fc.Arbitrary<FuzzRequest> = fc
+  .oneof({ weight: 11, arbitrary: target }, { weight: 13, arbitrary: newRouteTarget })
+  .chain((t) =>
+    fc.record({
+      method,
+      target: fc.constant(t),
+      query: fc.oneof(
+        { weight: 8, arbitrary: fc.constant('') },
+        {
+          weight: 1,
+          arbitrary: fc.constantFrom('?', '?a=1&a=2', '?%zz', '?__proto__[x]=1', '?key=kg_x#frag'),
+        },
+      ),
+      credential: credentialFor(t),
+      body: bodyFor(t),
+      contentType,
+      headers: fc.oneof(
+        { weight: 3, arbitrary: fc.constant([] as Array<[string, string]>) },
+        { weight: 2, arbitrary: extraHeaders },
+      ),
+    }),
+  );
 
 export const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 20, arbitrary: fuzzRequest.map((request) => ({ kind: 'request', request }) as Step) },
@@ -610,23 +765,33 @@ type KnownKey = {
   secret: string;
   userId: number;
   level: number;
+  name: string;
   expiresAt: number;
   deleted: boolean;
+  /** Rotated out with no grace period: the store may have removed the row or kept it expired. */
+  rotatedAway?: boolean;
 };
 type Caller = { userId: number; level: number };
 
-export type FuzzStats = { requests: number; unsendable: number; statuses: Record<number, number> };
+export type FuzzStats = {
+  requests: number;
+  unsendable: number;
+  statuses: Record<number, number>;
+  /** Statuses per route the request reached (create, delete, verify, forward-auth, list, get, rotate, other). */
+  routes: Record<string, Record<number, number>>;
+};
 
 export function newStats(): FuzzStats {
-  return { requests: 0, unsendable: 0, statuses: {} };
+  return { requests: 0, unsendable: 0, statuses: {}, routes: {} };
 }
 
 class World {
   readonly time = { now: T0 };
   readonly logged: string[] = [];
-  readonly keygate: Keygate;
+  keygate!: Keygate;
   readonly known: KnownKey[] = [];
   readonly violations: string[] = [];
+  readonly cursors: string[] = [];
   readonly logger: Logger;
 
   constructor(readonly pool: TokenPool) {
@@ -637,19 +802,36 @@ class World {
     });
     // Only warnings and errors are kept: an "unexpected error" line is a violation on its own.
     this.logger = createLogger('warn', (chunk) => this.logged.push(chunk));
-    this.keygate = createKeygate(config, {
+    this.config = config;
+  }
+
+  private readonly config: Config;
+
+  /** Opens the world's keygate (the store opens asynchronously). */
+  async open(): Promise<this> {
+    this.keygate = await createKeygate(this.config, {
       jwtSecret: FUZZ_JWT_SECRET,
       logger: this.logger,
       clock: () => this.time.now,
     });
+    return this;
   }
 
   liveKeysOf(userId: number): number {
-    return this.known.filter((k) => !k.deleted && k.userId === userId && k.expiresAt > this.time.now).length;
+    return this.known.filter((k) => this.isLive(k) && k.userId === userId).length;
+  }
+
+  isLive(k: KnownKey): boolean {
+    return !k.deleted && k.expiresAt > this.time.now;
   }
 
   pick(ref: number): KnownKey | undefined {
     return this.known.length === 0 ? undefined : this.known[ref % this.known.length];
+  }
+
+  pickLive(ref: number): KnownKey | undefined {
+    const live = this.known.filter((k) => this.isLive(k));
+    return live.length === 0 ? undefined : live[ref % live.length];
   }
 }
 
@@ -677,7 +859,7 @@ function applyCredential(world: World, c: Credential, headers: Headers): Caller 
     }
     case 'key':
     case 'unknown-key': {
-      const key = c.kind === 'key' ? world.pick(c.ref) : undefined;
+      const key = c.kind === 'key' ? (c.live ? world.pickLive(c.ref) : world.pick(c.ref)) : undefined;
       const id = key?.id ?? NEVER_CREATED;
       let secret = key?.secret ?? 'A'.repeat(43);
       let valid = key !== undefined && !key.deleted && key.expiresAt > world.time.now;
@@ -709,7 +891,7 @@ function applyCredential(world: World, c: Credential, headers: Headers): Caller 
   }
 }
 
-function bodyBytes(b: Body): string | Uint8Array | undefined {
+function bodyBytes(world: World, b: Body): string | Uint8Array | undefined {
   switch (b.kind) {
     case 'none':
       return undefined;
@@ -740,22 +922,95 @@ function bodyBytes(b: Body): string | Uint8Array | undefined {
       return b.inName
         ? JSON.stringify({ name: 'é'.repeat(b.size), level: 1, expiresIn: 60 })
         : ' '.repeat(b.size);
+    case 'verify':
+    case 'rotate':
+      return JSON.stringify(structuredBody(world, b));
   }
 }
+
+/** The JSON object a verify or rotate body stands for (undefined properties are left out). */
+function structuredBody(world: World, b: Extract<Body, { kind: 'verify' | 'rotate' }>): object {
+  if (b.kind === 'rotate') return { gracePeriod: b.gracePeriod };
+  const s = b.subject;
+  const subject =
+    s.kind === 'token'
+      ? { token: world.pool.all.get(s.name) }
+      : s.kind === 'both'
+        ? { key: NEVER_CREATED, secret: 'A'.repeat(43), token: world.pool.all.get('user1') }
+        : s.kind === 'neither'
+          ? {}
+          : verifyKeySubject(world, s);
+  return { ...subject, minLevel: b.minLevel };
+}
+
+function verifyKeySubject(world: World, s: Extract<VerifySubject, { kind: 'key' }>) {
+  const key = world.pick(s.ref);
+  const id =
+    s.keyText === 'odd' ? 'not-a-key' : s.keyText === 'unknown' ? NEVER_CREATED : (key?.id ?? NEVER_CREATED);
+  const own = key?.secret ?? 'A'.repeat(43);
+  const secret =
+    s.secret === 'own'
+      ? own
+      : s.secret === 'other'
+        ? (world.known.find((k) => k.id !== key?.id)?.secret ?? 'B'.repeat(43))
+        : `${own.slice(0, -1)}${own.endsWith('A') ? 'B' : 'A'}`;
+  return { key: id, secret };
+}
+
+type Route = 'create' | 'delete' | 'verify' | 'forward-auth' | 'list' | 'get' | 'rotate' | 'other';
+
+/** What verify must answer, from the model at the moment the request was built. */
+type VerifyExpectation =
+  | { kind: 'malformed' }
+  | {
+      kind: 'answer';
+      /** The codes the model allows (an expired key rotated out may already be gone: two codes). */
+      codes: string[];
+      principal?: { type: 'key' | 'jwt'; userId: number; level: number; key?: string };
+    };
 
 type Sent = {
   request: FuzzRequest;
   caller: Caller | null | undefined;
-  deleteId: string | undefined;
+  /** The decoded :id of delete, get and rotate. */
+  id: string | undefined;
+  url: URL;
   /**
    * What the request turned out to be once the URL was normalised (`/apikeys/./jwt` is a create).
    * Paths are strict: a trailing slash is another path (404).
    */
-  route: 'create' | 'delete' | 'other';
+  route: Route;
+  /** Forward-auth: the level the query asks for (the strictest of repeated values), or 'bad'. */
+  minLevel: number | 'bad';
+  /** The request as a well-behaved client sends it: no odd method, query, header or Content-Type. */
+  clean: boolean;
+  verify: VerifyExpectation | undefined;
+  /** Rotate: the grace period the body asks for (seconds), or undefined when the body is odd. */
+  grace: number | undefined;
+  /** The key the request is about, as the model knew it when the request was built. */
+  target: { key: KnownKey; live: boolean; expiresAt: number } | undefined;
 };
 
-const CREATE_ROUTE = /^\/apikeys\/(jwt|key)$/;
-const DELETE_ROUTE = /^\/apikeys\/([^/]+)\/(jwt|key)$/;
+const ROUTES: Array<[Route, string, RegExp]> = [
+  ['create', 'POST', /^\/apikeys\/(jwt|key)$/],
+  ['list', 'GET', /^\/apikeys\/(jwt|key)$/],
+  ['verify', 'POST', /^\/apikeys\/verify$/],
+  ['delete', 'DELETE', /^\/apikeys\/([^/]+)\/(jwt|key)$/],
+  ['get', 'GET', /^\/apikeys\/([^/]+)\/(jwt|key)$/],
+  ['rotate', 'POST', /^\/apikeys\/([^/]+)\/rotate\/(jwt|key)$/],
+];
+const FORWARD_AUTH_ROUTE = /^\/forward-auth(\/.+)?$/;
+
+function routeOf(method: string, pathname: string): { route: Route; scheme?: string; id?: string } {
+  if (FORWARD_AUTH_ROUTE.test(pathname)) return { route: 'forward-auth' };
+  for (const [route, routeMethod, pattern] of ROUTES) {
+    const match = method === routeMethod ? pattern.exec(pathname) : null;
+    if (!match) continue;
+    if (match.length === 2) return { route, scheme: match[1] };
+    return { route, id: safeDecode(match[1] as string), scheme: match[2] };
+  }
+  return { route: 'other' };
+}
 
 function schemeOf(c: Credential): Scheme | 'either' | 'none' {
   if (c.kind === 'none') return 'none';
@@ -771,50 +1026,152 @@ function safeDecode(segment: string): string {
   }
 }
 
+/** The key a credential speaks with, or for a valid token one of its user's live keys. */
+function ownKeyOf(world: World, c: Credential): string {
+  if (c.kind === 'key') return (c.live ? world.pickLive(c.ref) : world.pick(c.ref))?.id ?? NEVER_CREATED;
+  const user = c.kind === 'token' ? world.pool.valid.get(c.name)?.userId : undefined;
+  return world.known.find((k) => k.userId === user && world.isLive(k))?.id ?? NEVER_CREATED;
+}
+
+function pathOf(world: World, r: FuzzRequest): { path: string; method: string } {
+  const t = r.target;
+  const idSegment = (id: DeleteId) =>
+    id.kind === 'known'
+      ? (world.pick(id.ref)?.id ?? NEVER_CREATED)
+      : id.kind === 'self'
+        ? ownKeyOf(world, r.credential)
+        : id.kind === 'unknown'
+          ? NEVER_CREATED
+          : id.segment;
+  switch (t.kind) {
+    case 'create':
+      return { path: `/apikeys/${t.scheme}`, method: 'POST' };
+    case 'delete':
+      return { path: `/apikeys/${idSegment(t.id)}/${t.scheme}`, method: 'DELETE' };
+    case 'get':
+      return { path: `/apikeys/${idSegment(t.id)}/${t.scheme}`, method: 'GET' };
+    case 'rotate':
+      return { path: `/apikeys/${idSegment(t.id)}/rotate/${t.scheme}`, method: 'POST' };
+    case 'verify':
+      return { path: '/apikeys/verify', method: 'POST' };
+    case 'forward-auth':
+      return {
+        path: `/forward-auth${t.tail}${t.minLevel === null ? '' : `?minLevel=${t.minLevel}`}`,
+        method: 'GET',
+      };
+    case 'list': {
+      const query = new URLSearchParams();
+      if (t.limit !== null) query.set('limit', t.limit);
+      const cursor =
+        t.cursor.kind === 'raw'
+          ? t.cursor.value
+          : t.cursor.kind === 'seen' && world.cursors.length > 0
+            ? world.cursors[t.cursor.ref % world.cursors.length]
+            : undefined;
+      if (cursor !== undefined) query.set('cursor', cursor);
+      const text = query.toString();
+      return { path: `/apikeys/${t.scheme}${text === '' ? '' : `?${text}`}`, method: 'GET' };
+    }
+    case 'path':
+      return { path: t.path, method: 'GET' };
+  }
+}
+
+/** The level forward-auth's query asks for; 'bad' for anything but one minLevel of 0..8 (400). */
+function minLevelOf(url: URL): number | 'bad' {
+  const values = url.searchParams.getAll('minLevel');
+  if (values.length === 0) return 0;
+  return values.length === 1 && /^[0-8]$/.test(values[0] as string) ? Number(values[0]) : 'bad';
+}
+
+function verifyExpectation(world: World, b: Body): VerifyExpectation | undefined {
+  if (b.kind !== 'verify') return undefined;
+  const s = b.subject;
+  const minLevelOk =
+    b.minLevel === undefined ||
+    (Number.isInteger(b.minLevel) && Number(b.minLevel) >= 0 && Number(b.minLevel) <= 8);
+  if (s.kind === 'both' || s.kind === 'neither' || !minLevelOk) return { kind: 'malformed' };
+  const minLevel = (b.minLevel as number | undefined) ?? 0;
+  const allowed = (principal: NonNullable<Extract<VerifyExpectation, { kind: 'answer' }>['principal']>) => ({
+    kind: 'answer' as const,
+    codes: [principal.level >= minLevel ? 'VALID' : 'INSUFFICIENT_LEVEL'],
+    principal,
+  });
+  if (s.kind === 'token') {
+    const valid = world.pool.valid.get(s.name);
+    return valid
+      ? allowed({ type: 'jwt', userId: valid.userId, level: valid.level })
+      : { kind: 'answer', codes: ['INVALID_TOKEN'] };
+  }
+  const key = s.keyText === 'known' ? world.pick(s.ref) : undefined;
+  if (!key || s.secret !== 'own' || key.deleted) return { kind: 'answer', codes: ['NOT_FOUND'] };
+  if (key.expiresAt <= world.time.now)
+    return { kind: 'answer', codes: key.rotatedAway ? ['EXPIRED', 'NOT_FOUND'] : ['EXPIRED'] };
+  return allowed({ type: 'key', userId: key.userId, level: key.level, key: key.id });
+}
+
+/** Rotate's grace period in seconds as the body asks for it; undefined when the body is not one keygate accepts. */
+function graceOf(request: FuzzRequest): number | undefined {
+  const b = request.body;
+  if (b.kind === 'none') return 0;
+  if (b.kind !== 'rotate') return undefined;
+  if (b.gracePeriod === undefined) return 0;
+  return Number.isInteger(b.gracePeriod) && Number(b.gracePeriod) >= 0 && Number(b.gracePeriod) <= 2_592_000
+    ? Number(b.gracePeriod)
+    : undefined;
+}
+
 function buildRequest(world: World, r: FuzzRequest): { request: Request; sent: Sent } | null {
   const headers = new Headers();
-  let path: string;
-  let defaultMethod: string;
   try {
-    if (r.target.kind === 'create') {
-      path = `/apikeys/${r.target.scheme}`;
-      defaultMethod = 'POST';
-    } else if (r.target.kind === 'delete') {
-      const id = r.target.id;
-      const segment =
-        id.kind === 'known'
-          ? (world.pick(id.ref)?.id ?? NEVER_CREATED)
-          : id.kind === 'unknown'
-            ? NEVER_CREATED
-            : id.segment;
-      path = `/apikeys/${segment}/${r.target.scheme}`;
-      defaultMethod = 'DELETE';
-    } else {
-      path = r.target.path;
-      defaultMethod = 'GET';
-    }
+    const { path, method: defaultMethod } = pathOf(world, r);
     const caller = applyCredential(world, r.credential, headers);
     for (const value of r.contentType ?? []) headers.append('content-type', value);
     for (const [name, value] of r.headers) headers.append(name, value);
     const method = r.method ?? defaultMethod;
-    const payload = bodyBytes(r.body);
+    const payload = bodyBytes(world, r.body);
     const request = new Request(`http://localhost${path}${r.query}`, {
       method,
       headers,
       body: method === 'GET' || method === 'HEAD' ? undefined : payload,
     });
-    const { pathname } = new URL(request.url);
-    const create = request.method === 'POST' ? CREATE_ROUTE.exec(pathname) : null;
-    const remove = request.method === 'DELETE' ? DELETE_ROUTE.exec(pathname) : null;
-    const route = create ? 'create' : remove ? 'delete' : 'other';
-    const scheme = create?.[1] ?? remove?.[2];
-    // A credential of the other scheme is no credential at all for this route.
+    const url = new URL(request.url);
+    const { route, scheme, id } = routeOf(request.method, url.pathname);
+    // A credential of the other scheme is no credential at all for this route; forward-auth reads both.
     const credentialScheme = schemeOf(r.credential);
-    const callerHere = credentialScheme === scheme || credentialScheme === 'either' ? caller : undefined;
-    const deleteId = remove ? safeDecode(remove[1] as string) : undefined;
+    const callerHere =
+      route === 'other' ||
+      route === 'forward-auth' ||
+      credentialScheme === scheme ||
+      credentialScheme === 'either'
+        ? caller
+        : undefined;
+    const known = id === undefined ? undefined : world.known.find((k) => k.id === id);
+    // Bodies over 16 KiB meet the 413 before any route.
+    const small =
+      payload === undefined || (typeof payload === 'string' ? payload.length * 3 : payload.length) <= 16_384;
+    const clean =
+      small &&
+      r.method === null &&
+      r.query === '' &&
+      r.headers.length === 0 &&
+      (payload === undefined
+        ? r.contentType === null || r.contentType.length <= 1
+        : r.contentType?.join() === 'application/json');
     return {
       request,
-      sent: { request: r, caller: route === 'other' ? caller : callerHere, deleteId, route },
+      sent: {
+        request: r,
+        caller: route === 'verify' ? undefined : callerHere,
+        id,
+        url,
+        route,
+        minLevel: minLevelOf(url),
+        clean,
+        verify: route === 'verify' ? verifyExpectation(world, r.body) : undefined,
+        grace: route === 'rotate' ? graceOf(r) : undefined,
+        target: known && { key: known, live: world.isLive(known), expiresAt: known.expiresAt },
+      },
     };
   } catch {
     // Header values or methods the Fetch API refuses to build cannot arrive over HTTP either.
@@ -861,22 +1218,26 @@ async function checkResponse(world: World, sent: Sent, response: Response, burst
   }
 
   // Nothing secret leaves, except the one secret a 201 has just made.
+  let json: unknown;
+  try {
+    json = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
   let created: KnownKey | undefined;
   if (status === 201) {
-    try {
-      const json = JSON.parse(text);
-      const k = json.apikey;
+    const k = (json as { apikey?: Record<string, unknown> } | undefined)?.apikey;
+    if (!k) v('201 whose body is not JSON with an apikey');
+    else
       created = {
-        id: k.key,
-        secret: k.secret,
-        userId: k.userId,
-        level: k.level,
-        expiresAt: Date.parse(k.expiresAt),
+        id: k.key as string,
+        secret: k.secret as string,
+        userId: k.userId as number,
+        level: k.level as number,
+        name: k.name as string,
+        expiresAt: Date.parse(k.expiresAt as string),
         deleted: false,
       };
-    } catch {
-      v('201 whose body is not JSON');
-    }
   }
   const exposed = text + JSON.stringify([...response.headers]);
   for (const k of world.known) {
@@ -889,12 +1250,19 @@ async function checkResponse(world: World, sent: Sent, response: Response, burst
   }
   if (exposed.includes(FUZZ_JWT_SECRET)) v('response carries the JWT secret');
 
-  if (status >= 200 && status < 300 && sent.route !== 'other' && !sent.caller)
+  const authenticated = sent.route !== 'other' && sent.route !== 'verify';
+  if (status >= 200 && status < 300 && authenticated && !sent.caller)
     v(`status ${status} for a credential that must not authenticate`);
   if (status === 409 && !sent.caller) v('409 for a credential that must not authenticate');
 
+  if (sent.route === 'verify') checkVerify(world, sent, status, json, response.headers, burst, v);
+  if (sent.route === 'forward-auth') checkForwardAuth(sent, status, json, response.headers, burst, v);
+  if (sent.route === 'list' && status === 200) checkList(world, sent, json, burst, v);
+  if (sent.route === 'get' && status === 200) checkGet(world, sent, json, burst, v);
+
   if (status === 201) {
-    if (sent.route !== 'create') v('201 from something other than a create');
+    if (sent.route !== 'create' && sent.route !== 'rotate')
+      v('201 from something other than a create or rotate');
     if (!created) return;
     if (!KEY_ID.test(created.id)) v(`created key id "${created.id}" is not of the key format`);
     if (!/^[A-Za-z0-9_-]{43,}$/.test(created.secret)) v('created secret is not 43+ URL-safe characters');
@@ -906,35 +1274,256 @@ async function checkResponse(world: World, sent: Sent, response: Response, burst
         v(`key created for user ${created.userId}, caller is ${sent.caller.userId}`);
       if (created.level > sent.caller.level)
         v(`level ${created.level} key created by a level ${sent.caller.level} caller`);
-      if (!burst && world.liveKeysOf(sent.caller.userId) >= MAX_KEYS_PER_USER)
+      const adds = sent.route === 'create' || (sent.grace ?? 1) > 0;
+      if (!burst && adds && world.liveKeysOf(sent.caller.userId) >= MAX_KEYS_PER_USER)
         v('201 beyond MAX_KEYS_PER_USER');
     }
     const b = sent.request.body;
     if (
+      sent.route === 'create' &&
       b.kind === 'create' &&
       (created.level !== b.level || created.expiresAt !== world.time.now + b.expiresIn * 1000)
     ) {
       v('created key does not carry the requested level and expiry');
     }
+    if (sent.route === 'rotate') checkRotated(world, sent, created, json, burst, v);
     world.known.push(created);
   }
   if (status === 204) {
     if (text !== '') v('204 with a body');
-    const key = world.known.find((k) => k.id === sent.deleteId);
+    const key = world.known.find((k) => k.id === sent.id);
     if (sent.route !== 'delete' || !key) v('204 for no known key');
     else if (key.deleted) v(`204 for ${key.id}, already deleted`);
-    else if (key.expiresAt <= world.time.now) v(`204 for expired key ${key.id}`);
+    else if (key.expiresAt <= world.time.now && !(burst && key.rotatedAway))
+      v(`204 for expired key ${key.id}${burst ? ' (burst)' : ''}`);
     else if (sent.caller && (key.userId !== sent.caller.userId || key.level > sent.caller.level))
       v(`204: caller may not delete ${key.id}`);
     if (key) key.deleted = true;
   }
+  if (status === 409 && sent.route === 'rotate' && sent.grace === 0)
+    v('409 for a rotation without grace period');
   if (status === 409 && sent.caller && !burst && world.liveKeysOf(sent.caller.userId) < MAX_KEYS_PER_USER)
     v('409 below MAX_KEYS_PER_USER');
 }
 
+type Report = (message: string) => void;
+const VERIFY_CODES = ['VALID', 'NOT_FOUND', 'EXPIRED', 'INVALID_TOKEN', 'INSUFFICIENT_LEVEL'];
+
+/** Verify: 200 for every well-formed body; VALID only for what authenticates; the principal as modelled. */
+function checkVerify(
+  world: World,
+  sent: Sent,
+  status: number,
+  json: unknown,
+  headers: Headers,
+  burst: boolean,
+  v: Report,
+): void {
+  const expected = sent.verify;
+  if (sent.clean && expected?.kind === 'answer' && status !== 200)
+    v(`verify of a well-formed body answered ${status}`);
+  if (sent.clean && expected?.kind === 'malformed' && status !== 400)
+    v(`verify of a malformed body answered ${status}`);
+  if (status !== 200) return;
+  if (headers.get('cache-control') !== 'no-store') v('verify 200 without Cache-Control: no-store');
+  const answer = json as {
+    result?: unknown;
+    valid?: unknown;
+    code?: unknown;
+    principal?: Record<string, unknown>;
+  };
+  if (
+    answer?.result !== 'success' ||
+    typeof answer.valid !== 'boolean' ||
+    !VERIFY_CODES.includes(String(answer.code))
+  ) {
+    v(`verify answered ${JSON.stringify(answer).slice(0, 200)}`);
+    return;
+  }
+  if (answer.valid !== (answer.code === 'VALID')) v(`verify: valid ${answer.valid} with code ${answer.code}`);
+  if (expected?.kind !== 'answer') {
+    v(`verify answered 200 for a body the model calls malformed`);
+    return;
+  }
+  // In a burst another request may delete the key first: VALID may turn NOT_FOUND, never the reverse.
+  const codes = burst && expected.codes.includes('VALID') ? [...expected.codes, 'NOT_FOUND'] : expected.codes;
+  if (!codes.includes(answer.code as string))
+    v(`verify answered ${answer.code}, the model expects ${codes.join(' or ')}`);
+  if (answer.code === 'VALID' || answer.code === 'INSUFFICIENT_LEVEL') {
+    const p = answer.principal;
+    const want = expected.principal;
+    if (
+      !p ||
+      !want ||
+      p.type !== want.type ||
+      p.userId !== want.userId ||
+      p.level !== want.level ||
+      p.key !== want.key
+    )
+      v(`verify principal ${JSON.stringify(p)} differs from the model's ${JSON.stringify(want)}`);
+    if (p && 'secret' in p) v('verify principal carries a secret');
+    if (p && typeof p.expiresAt !== 'string') v('verify principal without expiresAt');
+    if (
+      want?.type === 'key' &&
+      world.known.find((k) => k.id === want.key)?.expiresAt !== Date.parse(String(p?.expiresAt))
+    )
+      v('verify principal expiresAt differs from the key expiry');
+  }
+}
+
+/** Forward-auth: 200 only for a credential that authenticates at the asked level, with its identity headers. */
+function checkForwardAuth(
+  sent: Sent,
+  status: number,
+  json: unknown,
+  headers: Headers,
+  burst: boolean,
+  v: Report,
+): void {
+  const c = sent.caller;
+  if (status === 200) {
+    if (!c) return; // reported above
+    if (sent.minLevel === 'bad') v('forward-auth allowed with a malformed minLevel');
+    else if (c.level < sent.minLevel)
+      v(`forward-auth allowed level ${c.level} below minLevel ${sent.minLevel}`);
+    const auth = sent.request.credential.kind === 'key' ? 'key' : 'jwt';
+    if (headers.get('x-keygate-user-id') !== String(c.userId))
+      v('forward-auth X-Keygate-User-Id differs from the caller');
+    if (headers.get('x-keygate-level') !== String(c.level))
+      v('forward-auth X-Keygate-Level differs from the caller');
+    if (headers.get('x-keygate-auth') !== auth) v(`forward-auth X-Keygate-Auth is not ${auth}`);
+    if (headers.has('x-keygate-key') !== (auth === 'key'))
+      v('forward-auth X-Keygate-Key present for a token or absent for a key');
+    if (Number.isNaN(Date.parse(headers.get('x-keygate-expires-at') ?? '')))
+      v('forward-auth without X-Keygate-Expires-At');
+    if (headers.get('cache-control') !== 'no-store') v('forward-auth 200 without Cache-Control: no-store');
+    const principal = (json as { principal?: Record<string, unknown> } | undefined)?.principal;
+    if (sent.request.method !== 'HEAD' && (principal?.userId !== c.userId || principal?.level !== c.level))
+      v('forward-auth principal differs from the caller');
+  }
+  if (status === 401) {
+    const challenge = headers.get('www-authenticate') ?? '';
+    if (!/Bearer/.test(challenge) || !/Basic/.test(challenge)) v(`forward-auth 401 challenge "${challenge}"`);
+  }
+  // The plain cases, exactly: a well-behaved proxy's request must get the one right answer.
+  if (!sent.clean || burst || sent.minLevel === 'bad') return;
+  const kind = sent.request.credential.kind;
+  if (kind !== 'none' && kind !== 'token' && kind !== 'key' && kind !== 'unknown-key') return;
+  const want = c === undefined ? 401 : c === null || c.level < sent.minLevel ? 403 : 200;
+  if (status !== want) v(`forward-auth answered ${status}, the model expects ${want}`);
+}
+
+const LIST_ITEM_FIELDS = 'createdAt,expiresAt,key,level,name,userId';
+
+/** List: only the caller's own live keys at or below its level, no secret; all of them on one full page. */
+function checkList(world: World, sent: Sent, json: unknown, burst: boolean, v: Report): void {
+  const c = sent.caller;
+  const page = json as { result?: unknown; apikeys?: unknown; nextCursor?: unknown };
+  if (!c || page?.result !== 'success' || !Array.isArray(page.apikeys)) {
+    v(`list answered ${JSON.stringify(page).slice(0, 200)}`);
+    return;
+  }
+  if (typeof page.nextCursor === 'string') world.cursors.push(page.nextCursor);
+  else if (page.nextCursor !== null) v('list nextCursor neither a string nor null');
+  const seen = new Set<string>();
+  for (const item of page.apikeys as Array<Record<string, unknown>>) {
+    if (Object.keys(item).sort().join() !== LIST_ITEM_FIELDS)
+      v(`list item fields ${Object.keys(item).sort().join()}`);
+    const k = world.known.find((known) => known.id === item.key);
+    if (!k) v('list shows a key never acknowledged');
+    else if (k.userId !== c.userId) v(`list shows user ${k.userId}'s key to user ${c.userId}`);
+    else if (k.level > c.level) v(`list shows a level ${k.level} key to a level ${c.level} caller`);
+    else if (!burst && !world.isLive(k)) v('list shows a deleted or expired key');
+    else if (
+      item.level !== k.level ||
+      item.name !== k.name ||
+      // In a burst a rotation sent alongside may shorten the key after the list read it.
+      (!burst && Date.parse(String(item.expiresAt)) !== k.expiresAt)
+    )
+      v('list item differs from the key as acknowledged');
+    if (seen.has(String(item.key))) v('list shows a key twice');
+    seen.add(String(item.key));
+  }
+  // A first page large enough for everything must hold exactly the keys the model says are visible.
+  const query = sent.url.searchParams;
+  const limit = query.has('limit') ? Number(query.get('limit')) : 50;
+  if (burst || !sent.clean || query.has('cursor') || !(limit >= MAX_KEYS_PER_USER)) return;
+  const visible = world.known.filter((k) => world.isLive(k) && k.userId === c.userId && k.level <= c.level);
+  if (visible.length !== seen.size || visible.some((k) => !seen.has(k.id)))
+    v(`list shows ${seen.size} keys, the model ${visible.length}`);
+}
+
+/** Get: the caller's own live key at or below its level, as acknowledged. */
+function checkGet(world: World, sent: Sent, json: unknown, burst: boolean, v: Report): void {
+  const c = sent.caller;
+  const item = (json as { apikey?: Record<string, unknown> } | undefined)?.apikey;
+  const k = world.known.find((known) => known.id === sent.id);
+  if (!c || !item) {
+    v(`get answered ${JSON.stringify(json).slice(0, 200)}`);
+    return;
+  }
+  if (Object.keys(item).sort().join() !== LIST_ITEM_FIELDS)
+    v(`get fields ${Object.keys(item).sort().join()}`);
+  if (!k || item.key !== k.id) v('get answered another or an unknown key');
+  else if (k.userId !== c.userId) v(`get shows user ${k.userId}'s key to user ${c.userId}`);
+  else if (k.level > c.level) v(`get shows a level ${k.level} key to a level ${c.level} caller`);
+  else if (!burst && !world.isLive(k)) v('get shows a deleted or expired key');
+  else if (
+    item.level !== k.level ||
+    item.name !== k.name ||
+    // In a burst a rotation sent alongside may shorten the key after the get read it.
+    (Date.parse(String(item.expiresAt)) !== k.expiresAt &&
+      !(burst && Date.parse(String(item.expiresAt)) === sent.target?.expiresAt))
+  )
+    v(
+      `get shows ${JSON.stringify(item)}, acknowledged ${JSON.stringify({ ...k, secret: undefined })}${burst ? ' (burst)' : ''}`,
+    );
+}
+
+/** Rotate: the new key copies the old one; the old key's expiry is min(expiry, now + grace); the model follows. */
+function checkRotated(
+  world: World,
+  sent: Sent,
+  created: KnownKey,
+  json: unknown,
+  burst: boolean,
+  v: Report,
+): void {
+  const c = sent.caller;
+  const target = sent.target;
+  const previous = (json as { previous?: { key?: unknown; expiresAt?: unknown } }).previous;
+  if (!target || !c) {
+    v('rotate 201 for a key the model does not know');
+    return;
+  }
+  const old = target.key;
+  if (!burst && !target.live) v(`rotate 201 for a deleted or expired key ${old.id}`);
+  if (old.userId !== c.userId || old.level > c.level) v(`rotate 201: caller may not rotate ${old.id}`);
+  if (
+    created.userId !== old.userId ||
+    created.level !== old.level ||
+    created.name !== old.name ||
+    created.expiresAt !== old.expiresAt
+  )
+    v('rotated key does not copy name, level, user and expiry');
+  const previousExpiry = Date.parse(String(previous?.expiresAt));
+  if (previous?.key !== old.id || Number.isNaN(previousExpiry)) {
+    v(`rotate previous ${JSON.stringify(previous)}`);
+    return;
+  }
+  if (
+    sent.grace !== undefined &&
+    previousExpiry !== Math.min(old.expiresAt, world.time.now + sent.grace * 1000)
+  )
+    v(`rotate shortened the old key to ${previous.expiresAt}, not min(expiry, now + ${sent.grace} s)`);
+  if (previousExpiry > old.expiresAt) v('rotate lengthened the old key');
+  old.expiresAt = previousExpiry;
+  if (previousExpiry <= world.time.now) old.rotatedAway = true;
+}
+
 /** The database holds exactly the keys acknowledged as created and not acknowledged as deleted. */
 function checkDatabase(world: World): void {
-  const rows = world.keygate.db.$client
+  const rows = (world.keygate.sqlite as Database)
     .query('SELECT id, secret_hash AS hash, user_id AS userId, level, expires_at AS expiresAt FROM api_keys')
     .all() as Array<{
     id: string;
@@ -944,8 +1533,11 @@ function checkDatabase(world: World): void {
     expiresAt: number;
   }>;
   const expected = new Map(world.known.filter((k) => !k.deleted).map((k) => [k.id, k]));
-  if (rows.length !== expected.size)
-    world.violations.push(`database holds ${rows.length} keys, ${expected.size} acknowledged`);
+  // A key rotated out without grace period may be removed or kept expired; either is whole.
+  const present = new Set(rows.map((row) => row.id));
+  const required = [...expected.values()].filter((k) => !k.rotatedAway || present.has(k.id)).length;
+  if (rows.length !== required)
+    world.violations.push(`database holds ${rows.length} keys, ${required} acknowledged`);
   for (const row of rows) {
     const k = expected.get(row.id);
     if (!k) world.violations.push(`database holds ${row.id}, never acknowledged or acknowledged deleted`);
@@ -975,7 +1567,7 @@ export function describe(r: FuzzRequest): string {
 
 /** Runs one sequence of steps on a fresh keygate; resolves with the violations found. */
 export async function runSequence(steps: Step[], stats: FuzzStats): Promise<string[]> {
-  const world = new World(await tokens());
+  const world = await new World(await tokens()).open();
   const exchange = async (r: FuzzRequest): Promise<{ sent: Sent; response: Response } | null> => {
     const built = buildRequest(world, r);
     if (!built) {
@@ -986,6 +1578,9 @@ export async function runSequence(steps: Step[], stats: FuzzStats): Promise<stri
     try {
       const response = await world.keygate.handle(built.request);
       stats.statuses[response.status] = (stats.statuses[response.status] ?? 0) + 1;
+      stats.routes[built.sent.route] ??= {};
+      const byRoute = stats.routes[built.sent.route] as Record<number, number>;
+      byRoute[response.status] = (byRoute[response.status] ?? 0) + 1;
       return { sent: built.sent, response };
     } catch (error) {
       world.violations.push(`handle rejected: ${String(error)} — request ${describe(r)}`);
@@ -993,6 +1588,11 @@ export async function runSequence(steps: Step[], stats: FuzzStats): Promise<stri
     }
   };
   try {
+    // A few live keys to start from, so list, get and rotate meet real keys early in a sequence.
+    for (const s of SEED_STEPS) {
+      const result = await exchange(s);
+      if (result) await checkResponse(world, result.sent, result.response, false);
+    }
     for (const s of steps) {
       if (s.kind === 'tick') world.time.now += s.seconds * 1000;
       else if (s.kind === 'request') {
@@ -1020,6 +1620,17 @@ export async function runSequence(steps: Step[], stats: FuzzStats): Promise<stri
   }
   return world.violations;
 }
+
+const seedKey = (name: TokenName, level: number): FuzzRequest => ({
+  method: null,
+  target: { kind: 'create', scheme: 'jwt' },
+  query: '',
+  credential: { kind: 'token', name },
+  body: { kind: 'create', name: `seed ${name} ${level}`, level, expiresIn: 3600 },
+  contentType: ['application/json'],
+  headers: [],
+});
+const SEED_STEPS: FuzzRequest[] = [seedKey('user1', 8), seedKey('user1', 2), seedKey('user2', 5)];
 
 export const sequence = fc.array(step, { minLength: 1, maxLength: 40 });
 

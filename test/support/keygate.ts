@@ -1,7 +1,10 @@
-// A fresh keygate on :memory: with a movable clock, and a tiny request helper for behaviour tests.
+// A fresh keygate with a movable clock, and a tiny request helper for behaviour tests. It runs on an
+// in-memory SQLite database, or with KEYGATE_TEST_DATABASE=postgres on a fresh PostgreSQL database
+// (test/support/postgres.ts): the same behaviour suite runs on both engines.
 import { type Config, loadConfig } from '../../src/config';
 import { createKeygate } from '../../src/keygate';
 import { createLogger } from '../../src/log';
+import { freshPostgresDatabase, TEST_ENGINE } from './postgres';
 
 export const JWT_SECRET = 'test-secret-that-is-at-least-32-bytes-long';
 export const START = Date.parse('2026-11-22T10:00:00.000Z');
@@ -10,14 +13,31 @@ export type TestResponse = Awaited<ReturnType<TestKeygate['req']>>;
 
 export type TestKeygate = Awaited<ReturnType<typeof testKeygate>>;
 
-export function testKeygate(env: Record<string, string> = {}) {
-  const config: Config = loadConfig({ DATABASE_URL: ':memory:', JWT_SECRET, ...env });
-  const time = { now: START };
-  const keygate = createKeygate(config, {
-    jwtSecret: JWT_SECRET,
-    logger: createLogger('silent'),
-    clock: () => time.now,
+export async function testKeygate(env: Record<string, string> = {}) {
+  // An identity provider's keys replace the shared secret (only one key source may be set).
+  const asymmetric = ['JWT_JWKS_URL', 'JWT_PUBLIC_KEY', 'JWT_PUBLIC_KEY_FILE'].some((name) => name in env);
+  const databaseUrl = TEST_ENGINE === 'postgres' ? await freshPostgresDatabase() : ':memory:';
+  const config: Config = loadConfig({
+    DATABASE_URL: databaseUrl,
+    DATABASE_POOL_SIZE: '2',
+    ...(asymmetric ? {} : { JWT_SECRET }),
+    ...env,
   });
+  const time = { now: START };
+  const written: string[] = [];
+  const logger = createLogger(config.logLevel, (chunk) => written.push(chunk));
+  const keygate = await createKeygate(config, { jwtSecret: JWT_SECRET, logger, clock: () => time.now });
+  /** Every log line written so far, parsed; `msg` filters them. */
+  // biome-ignore lint/suspicious/noExplicitAny: tests assert on whatever fields a line has.
+  const logLines = (msg?: string): any[] => {
+    logger.flush();
+    const lines = written
+      .join('')
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line));
+    return msg === undefined ? lines : lines.filter((line) => line.msg === msg);
+  };
   const base = `http://localhost${config.basePath}`;
 
   /** Sends a request; `body` objects go as JSON with the JSON Content-Type. */
@@ -77,5 +97,24 @@ export function testKeygate(env: Record<string, string> = {}) {
     };
   }
 
-  return { config, keygate, time, req, token, bearer, basic, createKey, close: () => keygate.close() };
+  /** Credentials of user `sub` at `level` for a scheme: a token, or a fresh key of that user. */
+  async function credentials(scheme: 'jwt' | 'key', sub: number, level = 8) {
+    if (scheme === 'jwt') return bearer(sub, level);
+    const caller = await createKey(sub, { level, name: 'caller' });
+    return basic(caller.key, caller.secret);
+  }
+
+  return {
+    config,
+    keygate,
+    time,
+    req,
+    token,
+    bearer,
+    basic,
+    createKey,
+    credentials,
+    logLines,
+    close: () => keygate.close(),
+  };
 }

@@ -1,0 +1,101 @@
+// The key cache: stored rows kept in memory for KEY_CACHE_SECONDS, so authenticating a key costs no
+// database read. Bounded for known keys and, separately, for unknown ids (so an unknown key costs the
+// same as a wrong secret after the first request). It holds rows, never a verdict: the secret is
+// hashed and compared on every request. The store's change events evict ids, so a deleted or rotated
+// key is refused by the very next request.
+import type { Clock } from '../clock';
+import type { ApiKeyRow, ApiKeyStore } from './store';
+
+export const KEY_CACHE_MAX_KEYS = 50_000;
+export const KEY_CACHE_MAX_UNKNOWN = 50_000;
+
+export type KeyCacheOptions = {
+  store: Pick<ApiKeyStore, 'findKey' | 'onKeysChanged'>;
+  clock: Clock;
+  /** 0: every lookup reads the store. */
+  ttlSeconds: number;
+  maxKeys?: number;
+  maxUnknown?: number;
+};
+
+export type KeyCache = ReturnType<typeof createKeyCache>;
+
+type Entry = { row: ApiKeyRow | undefined; storedAt: number };
+/** A read in flight; `stale` once its id was evicted meanwhile, so its row must not be cached. */
+type Read = { promise: Promise<ApiKeyRow | undefined>; stale: boolean };
+
+export function createKeyCache({
+  store,
+  clock,
+  ttlSeconds,
+  maxKeys = KEY_CACHE_MAX_KEYS,
+  maxUnknown = KEY_CACHE_MAX_UNKNOWN,
+}: KeyCacheOptions) {
+  const ttlMs = ttlSeconds * 1000;
+  // Maps keep insertion order: the first entry is the oldest, dropped first when full.
+  const known = new Map<string, Entry>();
+  const unknown = new Map<string, Entry>();
+  const reads = new Map<string, Read>();
+
+  const evict = (ids: readonly string[] | 'all') => {
+    if (ids === 'all') {
+      known.clear();
+      unknown.clear();
+      for (const read of reads.values()) read.stale = true;
+      reads.clear();
+      return;
+    }
+    for (const id of ids) {
+      known.delete(id);
+      unknown.delete(id);
+      const read = reads.get(id);
+      if (read !== undefined) {
+        read.stale = true;
+        reads.delete(id);
+      }
+    }
+  };
+  store.onKeysChanged(evict);
+
+  const remember = (id: string, row: ApiKeyRow | undefined) => {
+    if (ttlMs === 0) return;
+    const map = row === undefined ? unknown : known;
+    const bound = row === undefined ? maxUnknown : maxKeys;
+    map.delete(id);
+    if (map.size >= bound) map.delete(map.keys().next().value as string);
+    map.set(id, { row, storedAt: clock() });
+  };
+
+  return {
+    /** The stored row for `id`, or undefined when there is none. */
+    find(id: string): Promise<ApiKeyRow | undefined> {
+      const entry = known.get(id) ?? unknown.get(id);
+      if (entry !== undefined) {
+        if (clock() - entry.storedAt < ttlMs) return Promise.resolve(entry.row);
+        known.delete(id);
+        unknown.delete(id);
+      }
+      const pending = reads.get(id);
+      if (pending !== undefined) return pending.promise;
+      const read: Read = { stale: false, promise: Promise.resolve(undefined) };
+      read.promise = store.findKey(id).then(
+        (row) => {
+          if (reads.get(id) === read) reads.delete(id);
+          if (!read.stale) remember(id, row);
+          return row;
+        },
+        (error: unknown) => {
+          if (reads.get(id) === read) reads.delete(id);
+          throw error;
+        },
+      );
+      reads.set(id, read);
+      return read.promise;
+    },
+
+    evict,
+
+    /** How many rows and unknown ids are held now. */
+    size: () => ({ keys: known.size, unknown: unknown.size }),
+  };
+}

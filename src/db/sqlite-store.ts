@@ -1,0 +1,215 @@
+// The ApiKeyStore on SQLite: writes go through the group-commit writer and resolve once committed;
+// reads are prepared statements (synchronous underneath, Promises outside).
+import { and, count, desc, eq, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
+import {
+  type ApiKeyRow,
+  type ApiKeyStore,
+  type KeysChangedListener,
+  StoreUnavailableError,
+} from '../apikeys/store';
+import { GroupCommitWriter } from './group-commit';
+import type { Db } from './open';
+import { apiKeys } from './schema';
+
+// SQLite answers these when the disk, the file or another process's lock is in the way.
+const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
+
+/** Rethrows an engine error that means "try again later" as the store's own StoreUnavailableError. */
+function unavailableOr(error: unknown): never {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && UNAVAILABLE_CODES.test(code)) {
+    throw new StoreUnavailableError(code, { cause: error });
+  }
+  throw error;
+}
+
+export function createSqliteApiKeyStore(db: Db): ApiKeyStore {
+  const groupCommit = new GroupCommitWriter(db.$client);
+  const writer = {
+    write<T>(work: () => T, committed?: (value: T) => void): Promise<T> {
+      return groupCommit.write(work, committed).catch(unavailableOr);
+    },
+    drained: () => groupCommit.drained(),
+  };
+  const listeners = new Set<KeysChangedListener>();
+  const announce = (ids: readonly string[]) => {
+    if (ids.length === 0) return;
+    for (const listener of listeners) listener(ids);
+  };
+
+  const findById = db
+    .select()
+    .from(apiKeys)
+    .where(eq(apiKeys.id, sql.placeholder('id')))
+    .prepare();
+
+  const countLive = db
+    .select({ n: count() })
+    .from(apiKeys)
+    .where(and(eq(apiKeys.userId, sql.placeholder('userId')), gt(apiKeys.expiresAt, sql.placeholder('now'))))
+    .prepare();
+
+  const liveOf = and(
+    eq(apiKeys.userId, sql.placeholder('userId')),
+    gt(apiKeys.expiresAt, sql.placeholder('now')),
+    lte(apiKeys.level, sql.placeholder('maxLevel')),
+  );
+  const newestFirst = [desc(apiKeys.createdAt), desc(apiKeys.id)] as const;
+  const listFirst = db
+    .select()
+    .from(apiKeys)
+    .where(liveOf)
+    .orderBy(...newestFirst)
+    .limit(sql.placeholder('limit'))
+    .prepare();
+  const listAfter = db
+    .select()
+    .from(apiKeys)
+    .where(
+      and(
+        liveOf,
+        or(
+          lt(apiKeys.createdAt, sql.placeholder('afterCreatedAt')),
+          and(
+            eq(apiKeys.createdAt, sql.placeholder('afterCreatedAt')),
+            lt(apiKeys.id, sql.placeholder('afterId')),
+          ),
+        ),
+      ),
+    )
+    .orderBy(...newestFirst)
+    .limit(sql.placeholder('limit'))
+    .prepare();
+
+  const insert = db
+    .insert(apiKeys)
+    .values({
+      id: sql.placeholder('id'),
+      secretHash: sql.placeholder('secretHash'),
+      userId: sql.placeholder('userId'),
+      level: sql.placeholder('level'),
+      name: sql.placeholder('name'),
+      createdAt: sql.placeholder('createdAt'),
+      expiresAt: sql.placeholder('expiresAt'),
+    })
+    .prepare();
+
+  const setExpiry = db
+    .update(apiKeys)
+    .set({ expiresAt: sql`${sql.placeholder('expiresAt')}` })
+    .where(eq(apiKeys.id, sql.placeholder('id')))
+    .prepare();
+
+  const deleteById = db
+    .delete(apiKeys)
+    .where(eq(apiKeys.id, sql.placeholder('id')))
+    .returning({ id: apiKeys.id })
+    .prepare();
+
+  // SQLite has no portable DELETE ... LIMIT: pick the batch in a subquery on the expires_at index.
+  const deleteExpired = db
+    .delete(apiKeys)
+    .where(
+      inArray(
+        apiKeys.id,
+        db
+          .select({ id: apiKeys.id })
+          .from(apiKeys)
+          .where(lte(apiKeys.expiresAt, sql.placeholder('now')))
+          .orderBy(apiKeys.expiresAt)
+          .limit(sql.placeholder('limit')),
+      ),
+    )
+    .returning({ id: apiKeys.id })
+    .prepare();
+
+  const liveCount = (userId: number, now: number) => countLive.get({ userId, now })?.n ?? 0;
+
+  return {
+    async findKey(id) {
+      try {
+        return findById.get({ id });
+      } catch (error) {
+        unavailableOr(error);
+      }
+    },
+
+    async listLiveKeys({ userId, now, maxLevel, after, limit }) {
+      if (after === undefined) return listFirst.all({ userId, now, maxLevel, limit });
+      return listAfter.all({
+        userId,
+        now,
+        maxLevel,
+        limit,
+        afterCreatedAt: after.createdAt,
+        afterId: after.id,
+      });
+    },
+
+    insertKeyWithinLimit(row: ApiKeyRow, limit: number) {
+      return writer.write(
+        () => {
+          if (liveCount(row.userId, row.createdAt) >= limit) return 'limit-reached' as const;
+          insert.run(row);
+          return 'inserted' as const;
+        },
+        (outcome) => {
+          // A negative cache entry for this id (someone guessed it) must go.
+          if (outcome === 'inserted') announce([row.id]);
+        },
+      );
+    },
+
+    deleteKey(id) {
+      return writer.write(
+        () => deleteById.all({ id }).length > 0,
+        (deleted) => {
+          if (deleted) announce([id]);
+        },
+      );
+    },
+
+    rotateKey({ previousId, previousExpiresAt, next, limit }) {
+      return writer.write(
+        () => {
+          const now = next.createdAt;
+          // Checked again inside the transaction: a delete may have committed since the service looked.
+          const previous = findById.get({ id: previousId });
+          if (previous === undefined || previous.expiresAt <= now) return 'not-found' as const;
+          if (limit !== undefined && liveCount(next.userId, now) >= limit) return 'limit-reached' as const;
+          setExpiry.run({ id: previousId, expiresAt: previousExpiresAt });
+          insert.run(next);
+          return 'rotated' as const;
+        },
+        (outcome) => {
+          if (outcome === 'rotated') announce([previousId, next.id]);
+        },
+      );
+    },
+
+    deleteExpiredBatch(now, limit) {
+      return writer
+        .write(
+          () => deleteExpired.all({ now, limit }).map((row) => row.id),
+          (ids) => announce(ids),
+        )
+        .then((ids) => ids.length);
+    },
+
+    onKeysChanged(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+
+    drained: () => writer.drained(),
+
+    async ping() {
+      return db.$client.query('SELECT 1 AS ok').get() !== null;
+    },
+
+    async close() {
+      await groupCommit.drained();
+      db.$client.close();
+    },
+  };
+}

@@ -1,0 +1,114 @@
+// The SQLite ApiKeyStore's own promises: rotation is one transaction, it re-checks the previous key
+// inside it, and change events arrive after the commit and before the writer's promise resolves.
+import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
+import type { ApiKeyRow, ApiKeyStore } from '../../src/apikeys/store';
+import { type Db, openDatabase } from '../../src/db/open';
+import { createSqliteApiKeyStore } from '../../src/db/sqlite-store';
+
+let db: Db;
+let store: ApiKeyStore;
+beforeEach(() => {
+  db = openDatabase(':memory:');
+  store = createSqliteApiKeyStore(db);
+});
+afterEach(async () => {
+  await store.drained();
+  db.$client.close();
+});
+
+const row = (id: string, fields: Partial<ApiKeyRow> = {}): ApiKeyRow => ({
+  id,
+  secretHash: new Uint8Array(32),
+  userId: 1,
+  level: 1,
+  name: id,
+  createdAt: 1000,
+  expiresAt: 100_000,
+  ...fields,
+});
+const id = (n: number) => `kg_${String(n).padStart(22, '0')}`;
+
+describe('rotateKey', () => {
+  it('rolls the previous key’s new expiry back when the insert fails', async () => {
+    await store.insertKeyWithinLimit(row(id(1)), 10);
+    await store.insertKeyWithinLimit(row(id(2)), 10);
+    // The new key's id collides with an existing one: the insert fails after the update ran.
+    const rotation = store.rotateKey({
+      previousId: id(1),
+      previousExpiresAt: 2000,
+      next: row(id(2), { createdAt: 2000 }),
+      limit: undefined,
+    });
+    await expect(rotation).rejects.toThrow();
+    expect((await store.findKey(id(1)))?.expiresAt).toBe(100_000);
+  });
+
+  it('answers not-found for a previous key deleted or expired before the transaction', async () => {
+    await store.insertKeyWithinLimit(row(id(1), { expiresAt: 1500 }), 10);
+    const next = row(id(9), { createdAt: 2000 });
+    expect(
+      await store.rotateKey({ previousId: id(1), previousExpiresAt: 2000, next, limit: undefined }),
+    ).toBe('not-found');
+    expect(
+      await store.rotateKey({ previousId: id(2), previousExpiresAt: 2000, next, limit: undefined }),
+    ).toBe('not-found');
+    expect(await store.findKey(id(9))).toBeUndefined();
+  });
+
+  it('counts the cap before shortening the previous key, and changes nothing when it is reached', async () => {
+    await store.insertKeyWithinLimit(row(id(1)), 10);
+    await store.insertKeyWithinLimit(row(id(2)), 10);
+    const next = row(id(9), { createdAt: 2000 });
+    expect(await store.rotateKey({ previousId: id(1), previousExpiresAt: 5000, next, limit: 2 })).toBe(
+      'limit-reached',
+    );
+    expect((await store.findKey(id(1)))?.expiresAt).toBe(100_000);
+    expect(await store.rotateKey({ previousId: id(1), previousExpiresAt: 5000, next, limit: 3 })).toBe(
+      'rotated',
+    );
+    expect((await store.findKey(id(1)))?.expiresAt).toBe(5000);
+    expect(await store.findKey(id(9))).toBeDefined();
+  });
+});
+
+describe('onKeysChanged', () => {
+  it('announces inserted, deleted, rotated and purged ids before the writer’s promise resolves', async () => {
+    const events: string[][] = [];
+    store.onKeysChanged((ids) => events.push([...ids]));
+    const seenAtResolve: number[] = [];
+    await store.insertKeyWithinLimit(row(id(1)), 10).then(() => seenAtResolve.push(events.length));
+    await store.insertKeyWithinLimit(row(id(2), { expiresAt: 1500 }), 10);
+    await store
+      .rotateKey({ previousId: id(1), previousExpiresAt: 1000, next: row(id(3)), limit: undefined })
+      .then(() => seenAtResolve.push(events.length));
+    await store.deleteKey(id(3)).then(() => seenAtResolve.push(events.length));
+    await store.deleteExpiredBatch(2000, 100).then(() => seenAtResolve.push(events.length));
+    expect(events).toEqual([[id(1)], [id(2)], [id(1), id(3)], [id(3)], [id(1), id(2)].sort()]);
+    expect(seenAtResolve).toEqual([1, 3, 4, 5]);
+  });
+
+  it('announces nothing for writes that changed nothing', async () => {
+    const events: string[][] = [];
+    store.onKeysChanged((ids) => events.push([...ids]));
+    await store.insertKeyWithinLimit(row(id(1)), 0);
+    await store.deleteKey(id(5));
+    await store.deleteExpiredBatch(0, 100);
+    expect(events).toEqual([]);
+  });
+});
+
+describe('listLiveKeys', () => {
+  it('is newest first by (createdAt, id) after the given position, live keys at or below the level', async () => {
+    await store.insertKeyWithinLimit(row(id(1), { createdAt: 10 }), 100);
+    await store.insertKeyWithinLimit(row(id(2), { createdAt: 20 }), 100);
+    await store.insertKeyWithinLimit(row(id(3), { createdAt: 20 }), 100);
+    await store.insertKeyWithinLimit(row(id(4), { createdAt: 30, level: 5 }), 100);
+    await store.insertKeyWithinLimit(row(id(5), { createdAt: 40, expiresAt: 50 }), 100);
+    await store.insertKeyWithinLimit(row(id(6), { createdAt: 50, userId: 2 }), 100);
+    const ids = async (after?: { createdAt: number; id: string }) =>
+      (await store.listLiveKeys({ userId: 1, now: 50, maxLevel: 4, after, limit: 10 })).map((r) => r.id);
+    expect(await ids()).toEqual([id(3), id(2), id(1)]);
+    expect(await ids({ createdAt: 20, id: id(3) })).toEqual([id(2), id(1)]);
+    expect(await ids({ createdAt: 20, id: id(2) })).toEqual([id(1)]);
+  });
+});

@@ -1,0 +1,160 @@
+// POST /apikeys/verify: every code and principal shape, every 400, and keys refused at once after a
+// delete, as §7 lists them.
+import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
+import { type TestKeygate, testKeygate } from '../support/keygate';
+
+let k: TestKeygate;
+beforeEach(async () => {
+  k = await testKeygate();
+});
+afterEach(() => k.close());
+afterEach(() => k.close());
+
+const verify = (body: unknown, headers?: Record<string, string>) =>
+  k.req('POST', '/apikeys/verify', { body, headers });
+
+describe('POST /apikeys/verify answers 200 with a code', () => {
+  it('VALID with the key principal', async () => {
+    const key = await k.createKey(42, { level: 3, name: 'ci' });
+    const response = await verify({ key: key.key, secret: key.secret });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('cache-control')).toBe('no-store');
+    expect(response.headers.get('content-type')).toStartWith('application/json');
+    expect(response.json).toEqual({
+      result: 'success',
+      valid: true,
+      code: 'VALID',
+      principal: { type: 'key', key: key.key, userId: 42, level: 3, name: 'ci', expiresAt: key.expiresAt },
+    });
+  });
+
+  it('VALID with the token principal, exp as ISO ms', async () => {
+    const token = await k.token(9, { level: 4, ttlSeconds: 90 });
+    const response = await verify({ token });
+    expect(response.json).toEqual({
+      result: 'success',
+      valid: true,
+      code: 'VALID',
+      principal: { type: 'jwt', userId: 9, level: 4, expiresAt: new Date(k.time.now + 90_000).toISOString() },
+    });
+  });
+
+  it('NOT_FOUND, identical for an unknown key, a wrong secret and a key not of the kg_ format', async () => {
+    const key = await k.createKey(42);
+    const bodies = [
+      { key: 'kg_0000000000000000000000', secret: key.secret },
+      { key: key.key, secret: `${key.secret}x` },
+      { key: key.key, secret: '' },
+      { key: 'not-a-key', secret: key.secret },
+      { key: '', secret: '' },
+    ];
+    for (const body of bodies) {
+      const response = await verify(body);
+      expect(response.status).toBe(200);
+      expect(response.headers.get('cache-control')).toBe('no-store');
+      expect(response.text).toBe('{"result":"success","valid":false,"code":"NOT_FOUND"}');
+    }
+  });
+
+  it('EXPIRED only when the secret matched', async () => {
+    const key = await k.createKey(42, { expiresIn: 60 });
+    k.time.now += 60_000;
+    expect((await verify({ key: key.key, secret: key.secret })).json).toEqual({
+      result: 'success',
+      valid: false,
+      code: 'EXPIRED',
+    });
+    expect((await verify({ key: key.key, secret: `${key.secret}x` })).json.code).toBe('NOT_FOUND');
+  });
+
+  it('INVALID_TOKEN for any token the §4 rules refuse', async () => {
+    const expiring = await k.token(1, { ttlSeconds: 10 });
+    for (const token of ['', 'not-a-jwt', 'a.b.c', `${await k.token(1)}x`]) {
+      expect((await verify({ token })).json).toEqual({
+        result: 'success',
+        valid: false,
+        code: 'INVALID_TOKEN',
+      });
+    }
+    k.time.now += 10_000;
+    expect((await verify({ token: expiring })).json.code).toBe('INVALID_TOKEN');
+  });
+
+  it('INSUFFICIENT_LEVEL with the principal when the level is below minLevel, VALID at it', async () => {
+    const key = await k.createKey(42, { level: 3 });
+    const token = await k.token(42, { level: 3 });
+    for (const credential of [{ key: key.key, secret: key.secret }, { token }]) {
+      const below = await verify({ ...credential, minLevel: 4 });
+      expect(below.json).toMatchObject({ result: 'success', valid: false, code: 'INSUFFICIENT_LEVEL' });
+      expect(below.json.principal.level).toBe(3);
+      expect((await verify({ ...credential, minLevel: 3 })).json.code).toBe('VALID');
+      expect((await verify({ ...credential, minLevel: 0 })).json.code).toBe('VALID');
+    }
+  });
+
+  it('needs no caller authentication and ignores credential headers', async () => {
+    const key = await k.createKey(42);
+    const response = await verify({ key: key.key, secret: key.secret }, { authorization: 'Bearer junk' });
+    expect(response.json.code).toBe('VALID');
+  });
+
+  it('refuses a key deleted after it was cached on the very next verify', async () => {
+    const key = await k.createKey(42);
+    expect((await verify({ key: key.key, secret: key.secret })).json.code).toBe('VALID');
+    await k.req('DELETE', `/apikeys/${key.key}/jwt`, { headers: await k.bearer(42) });
+    expect((await verify({ key: key.key, secret: key.secret })).json.code).toBe('NOT_FOUND');
+  });
+});
+
+describe('POST /apikeys/verify answers 400 for a body that is not well formed', () => {
+  it.each([
+    ['both forms', { key: 'kg_0000000000000000000000', secret: 's', token: 't' }],
+    ['both forms, secret and token', { secret: 's', token: 't' }],
+    ['neither form', {}],
+    ['only minLevel', { minLevel: 1 }],
+    ['key without secret', { key: 'kg_0000000000000000000000' }],
+    ['secret without key', { secret: 's' }],
+    ['an extra property', { token: 't', extra: 1 }],
+    ['key not a string', { key: 1, secret: 's' }],
+    ['secret not a string', { key: 'k', secret: null }],
+    ['token not a string', { token: ['t'] }],
+    ['minLevel 9', { token: 't', minLevel: 9 }],
+    ['minLevel -1', { token: 't', minLevel: -1 }],
+    ['minLevel 1.5', { token: 't', minLevel: 1.5 }],
+    ['minLevel "3"', { token: 't', minLevel: '3' }],
+    ['an array', [{ token: 't' }]],
+    ['a string', '"token"'],
+    ['null', 'null'],
+  ])('%s', async (_, body) => {
+    const response = await verify(body);
+    expect(response.status).toBe(400);
+    expect(response.headers.get('content-type')).toBe('application/json');
+    expect(response.json).toEqual({ result: 'error', error: expect.any(String) });
+  });
+
+  it.each([
+    ['no Content-Type', { 'content-type': '' }, '{"token":"t"}'],
+    ['text/plain', { 'content-type': 'text/plain' }, '{"token":"t"}'],
+    ['not JSON', {}, '{"token":'],
+    ['empty', {}, ''],
+  ])('%s', async (_, headers, body) => {
+    const response = await k.keygate.handle(
+      new Request('http://localhost/apikeys/verify', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body,
+      }),
+    );
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { result: string }).result).toBe('error');
+  });
+
+  it('413 over 16 KiB', async () => {
+    const response = await verify({ token: 'x'.repeat(17 * 1024) });
+    expect(response.status).toBe(413);
+  });
+
+  it('is POST only', async () => {
+    expect((await k.req('GET', '/apikeys/verify')).status).toBe(404);
+  });
+});
