@@ -246,6 +246,8 @@ const jwtSecret = randomBytes(48).toString('base64url');
 
 type Fixtures = {
   bearerFile: string;
+  /** User 1's token only. */
+  oneUserBearerFile: string;
   basicFile: string;
   wrongSecretFile: string;
   verifyKeyFile: string;
@@ -321,6 +323,7 @@ async function prepareFixtures(): Promise<Fixtures> {
   };
   return {
     bearerFile: write('bearer.txt', bearers),
+    oneUserBearerFile: write('bearer-one-user.txt', bearers.slice(0, 1)),
     basicFile: write('basic.txt', basics),
     wrongSecretFile: write('wrong-secret.txt', wrongSecrets),
     verifyKeyFile: write('verify-key.txt', verifyKeys),
@@ -417,12 +420,17 @@ type CaseName =
   | 'auth failure (403)'
   | 'verify (key)'
   | 'verify (token)'
-  | 'forward-auth (key)';
+  | 'forward-auth (key)'
+  | 'create by one user (0 keys)'
+  | 'create by one user (10k keys)'
+  | 'create by one user (100k keys)';
 
 type Case = {
   name: CaseName;
   /** Expected status; non-2xx counts are reported as "unexpected" only where 2xx is expected. */
   expect: number;
+  /** Settings of keygate for this case only. */
+  env?: Record<string, string>;
   /** Builds the wrk script and args for a run that lasts `seconds` on this database. */
   load(dbPath: string, seconds: number, label: string, rateHint: number): { script: string; args: string[] };
 };
@@ -464,6 +472,22 @@ function cases(fixtures: Fixtures): Case[] {
       expect: 200,
       load: () => ({ script: 'post-body.lua', args: ['/apikeys/verify', fixtures.verifyTokenFile] }),
     },
+    ...([0, 10_000, 100_000] as const).map(
+      (held): Case => ({
+        name: `create by one user (${held === 0 ? '0' : `${held / 1000}k`} keys)` as CaseName,
+        expect: 201,
+        // One user holds `held` live keys and creates more; the cap is out of the way.
+        env: { MAX_KEYS_PER_USER: '1000000000' },
+        load: (dbPath) => {
+          if (held > 0) {
+            seedKeys(dbPath, [
+              { count: held, userOf: () => 1, level: 1, expiresAt: Date.now() + DAY_MS, name: 'held' },
+            ]);
+          }
+          return { script: 'create.lua', args: ['/apikeys/jwt', fixtures.oneUserBearerFile] };
+        },
+      }),
+    ),
     {
       name: 'forward-auth (key)',
       expect: 200,
@@ -597,7 +621,7 @@ async function main(): Promise<void> {
         const warm = benchCase.load(dbPath, options.warmup, `${label}-warm`, rateHint);
         const measured = benchCase.load(dbPath, options.duration, label, rateHint);
         const databaseUrl = db === 'postgres' ? await toPostgres(dbPath, label) : dbPath;
-        const keygate = await startKeygate(databaseUrl, {}, join(scratch, `${label}.log`));
+        const keygate = await startKeygate(databaseUrl, benchCase.env ?? {}, join(scratch, `${label}.log`));
         const idle = memoryOf(keygate.child.pid);
         await wrk(keygate.url, warm.script, warm.args, options.warmup, options.connections);
         const figures = await wrk(
