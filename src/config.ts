@@ -43,6 +43,8 @@ export type Config = Readonly<{
   /** Unset: no metrics listener (and nothing is counted). */
   metricsPort: number | undefined;
   metricsHost: string;
+  idleTimeoutSeconds: number;
+  shutdownTimeoutSeconds: number;
 }>;
 
 /** Every setting: its environment variable, its default, and what a bad value is told. */
@@ -90,6 +92,14 @@ export const SETTINGS = {
   LOG_LEVEL: { default: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
   METRICS_PORT: { default: undefined, help: 'port of the Prometheus /metrics listener (unset: off)' },
   METRICS_HOST: { default: '127.0.0.1', help: 'address of the /metrics listener' },
+  IDLE_TIMEOUT_SECONDS: {
+    default: '75',
+    help: 'seconds an idle keep-alive connection stays open (1-255; keep it above the proxy’s)',
+  },
+  SHUTDOWN_TIMEOUT_SECONDS: {
+    default: '8',
+    help: 'seconds SIGTERM waits for requests in flight before closing their connections',
+  },
 } as const;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -205,6 +215,9 @@ function buildConfig(
     keyCacheSeconds: integer('KEY_CACHE_SECONDS', raw('KEY_CACHE_SECONDS'), 0, 3600),
     logLevel: logLevel(raw('LOG_LEVEL') ?? 'info'),
     ...metricsListener(raw('METRICS_PORT'), raw('METRICS_HOST'), raw('PORT')),
+    // Bun's idleTimeout takes at most 255 seconds.
+    idleTimeoutSeconds: integer('IDLE_TIMEOUT_SECONDS', raw('IDLE_TIMEOUT_SECONDS'), 1, 255),
+    shutdownTimeoutSeconds: integer('SHUTDOWN_TIMEOUT_SECONDS', raw('SHUTDOWN_TIMEOUT_SECONDS'), 0, 3600),
   });
 }
 
@@ -298,6 +311,11 @@ function basePath(value: string): string {
     throw new ConfigError(
       `BASE_PATH must look like /segment or /a/b, made of letters, digits and ._~- (got "${value}").`,
     );
+  }
+  // `.` and `..` segments pass the character check, but URLs normalise them away: every route would
+  // then be 404 while the start-up line shows a normalised URL. Refused instead.
+  if (trimmed.split('/').some((segment) => segment === '.' || segment === '..')) {
+    throw new ConfigError(`BASE_PATH must not contain "." or ".." segments (got "${value}").`);
   }
   return trimmed;
 }

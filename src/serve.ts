@@ -6,8 +6,6 @@ import { createKeygate } from './keygate';
 import type { Logger } from './log';
 import { type MetricsListener, startMetricsListener } from './metrics/listener';
 
-/** Idle keep-alive and slow connections are closed after this many seconds without a byte. */
-export const IDLE_TIMEOUT_SECONDS = 10;
 // Bun would answer a declared length above its limit with its own empty, non-JSON 413 before keygate
 // sees the request. keygate's JSON 413 (with Connection: close, so the rest is never read) starts at
 // 16 KiB and its reader stops there for chunked bodies too, so Bun's limit is set out of the way.
@@ -51,8 +49,20 @@ export async function serve(
     url,
     metricsUrl: metricsListener?.url,
     async stop() {
-      // Stop accepting; requests in flight finish (and their writes commit) before the database closes.
-      await server.stop();
+      // Stop accepting; requests in flight finish (and their writes commit) before the database closes,
+      // for at most SHUTDOWN_TIMEOUT_SECONDS: then the connections still open (a body that never
+      // completes, a slow client) are closed, so the process exits within a container's grace period.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const drained = server.stop().then(() => true);
+      const timedOut = new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), config.shutdownTimeoutSeconds * 1000);
+      });
+      const finished = await Promise.race([drained, timedOut]);
+      clearTimeout(timer);
+      if (!finished) {
+        logger.warn('closing connections still open', { afterSeconds: config.shutdownTimeoutSeconds });
+        await server.stop(true);
+      }
       await metricsListener?.stop();
       await purge.stop();
       await keygate.close();
@@ -62,13 +72,20 @@ export async function serve(
   };
 }
 
-function listen(config: Config, fetch: (request: Request) => Promise<Response>) {
+function listen(config: Config, handle: (request: Request) => Promise<Response>) {
+  // Advertised so that clients and proxies close an idle connection before keygate does, rather than
+  // race its close with a new request.
+  const keepAlive = `timeout=${config.idleTimeoutSeconds}`;
+  const advertiseKeepAlive = (response: Response): Response => {
+    if (response.headers.get('connection') !== 'close') response.headers.set('keep-alive', keepAlive);
+    return response;
+  };
   return Bun.serve({
     hostname: config.host,
     port: config.port,
-    fetch,
+    fetch: (request) => handle(request).then(advertiseKeepAlive),
     maxRequestBodySize: TRANSPORT_BODY_LIMIT,
-    idleTimeout: IDLE_TIMEOUT_SECONDS,
+    idleTimeout: config.idleTimeoutSeconds,
     development: false,
     reusePort: false, // Bun 1.4 sets SO_REUSEPORT here otherwise; a busy port must fail to start
   });

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'bun:test';
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import journal from '../drizzle/meta/_journal.json' with { type: 'json' };
 import pkg from '../package.json' with { type: 'json' };
 import { buildBinary, readStartLine } from './support/binary';
 
@@ -123,6 +124,61 @@ describe('dist/keygate', () => {
     expect(answer).toStartWith('HTTP/1.1 201');
   }, 30_000);
 
+  it('on SIGTERM, closes a request whose body never completes after SHUTDOWN_TIMEOUT_SECONDS, then exits 0', async () => {
+    const cwd = emptyDir('stuck');
+    const env = {
+      PATH: process.env.PATH ?? '',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      JWT_SECRET: 'x'.repeat(32),
+      SHUTDOWN_TIMEOUT_SECONDS: '1',
+      // Far beyond this test's own limit: only the shutdown bound can end the stuck request in time.
+      IDLE_TIMEOUT_SECONDS: '200',
+    };
+    const proc = Bun.spawn([binary], { cwd, env, stdout: 'pipe' });
+    const lines = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+    const port = new URL((await readStartLine(lines)).url).port;
+    const token = run(['token', '--sub', '1'], cwd, env).stdout;
+    let answer = '';
+    let serverClosed: () => void = () => {};
+    const closed = new Promise<void>((resolve) => {
+      serverClosed = resolve;
+    });
+    let sawContinue: () => void = () => {};
+    const continued = new Promise<void>((resolve) => {
+      sawContinue = resolve;
+    });
+    const socket = await Bun.connect({
+      hostname: '127.0.0.1',
+      port: Number(port),
+      socket: {
+        data(_, chunk) {
+          answer += new TextDecoder().decode(chunk);
+          if (answer.includes('100 Continue')) sawContinue();
+        },
+        close() {
+          serverClosed();
+        },
+      },
+    });
+    // The 100 Continue says the server has started this request; the 100 bytes it announces never come.
+    socket.write(
+      `POST /apikeys/jwt HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
+        'Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 100\r\n\r\n{"name":',
+    );
+    await continued;
+    proc.kill('SIGTERM');
+    let log = '';
+    for (let chunk = await lines.read(); !chunk.done; chunk = await lines.read()) {
+      log += new TextDecoder().decode(chunk.value);
+    }
+    expect(await proc.exited).toBe(0);
+    expect(log).toContain('"msg":"closing connections still open"');
+    expect(log).toContain('"msg":"stopped"');
+    await closed; // the server closed the stuck connection (otherwise this test times out)
+    expect(answer).not.toContain('201');
+  }, 30_000);
+
   it('refuses to start on a port another keygate already serves (exit 2, one line)', async () => {
     const cwd = emptyDir('port');
     const env = { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', JWT_SECRET: 'x'.repeat(32) };
@@ -179,7 +235,7 @@ describe('dist/keygate', () => {
 
   it('purges and migrates by hand', () => {
     const cwd = emptyDir('empty');
-    expect(run(['migrate'], cwd).stdout).toContain('migration 2');
+    expect(run(['migrate'], cwd).stdout).toContain(`migration ${journal.entries.length}`);
     expect(run(['purge'], cwd).stdout).toBe('purged 0 expired keys');
   });
 });

@@ -33,6 +33,8 @@ describe('loadConfig', () => {
       logLevel: 'info',
       metricsPort: undefined,
       metricsHost: '127.0.0.1',
+      idleTimeoutSeconds: 75,
+      shutdownTimeoutSeconds: 8,
     });
   });
 
@@ -59,6 +61,10 @@ describe('loadConfig', () => {
     [{ JWT_SECRET: 'short' }, 'JWT_SECRET'],
     [{ BASE_PATH: 'auth' }, 'BASE_PATH'],
     [{ BASE_PATH: '/a b' }, 'BASE_PATH'],
+    [{ BASE_PATH: '/../x' }, 'BASE_PATH'],
+    [{ BASE_PATH: '/.' }, 'BASE_PATH'],
+    [{ BASE_PATH: '/x/..' }, 'BASE_PATH'],
+    [{ BASE_PATH: '/x/./y/' }, 'BASE_PATH'],
     [{ PURGE_INTERVAL_SECONDS: '0' }, 'PURGE_INTERVAL_SECONDS'],
     [{ MAX_EXPIRES_IN_SECONDS: '1e9' }, 'MAX_EXPIRES_IN_SECONDS'],
     [{ MAX_KEYS_PER_USER: '0' }, 'MAX_KEYS_PER_USER'],
@@ -73,6 +79,10 @@ describe('loadConfig', () => {
     [{ METRICS_PORT: '3000' }, 'METRICS_PORT'],
     [{ PORT: '9000', METRICS_PORT: '9000' }, 'METRICS_PORT'],
     [{ METRICS_PORT: '9100', METRICS_HOST: ' ' }, 'METRICS_HOST'],
+    [{ IDLE_TIMEOUT_SECONDS: '0' }, 'IDLE_TIMEOUT_SECONDS'],
+    [{ IDLE_TIMEOUT_SECONDS: '256' }, 'IDLE_TIMEOUT_SECONDS'],
+    [{ SHUTDOWN_TIMEOUT_SECONDS: '-1' }, 'SHUTDOWN_TIMEOUT_SECONDS'],
+    [{ SHUTDOWN_TIMEOUT_SECONDS: '2.5' }, 'SHUTDOWN_TIMEOUT_SECONDS'],
   ])('rejects %p with one line naming %s', (env, name) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     try {
