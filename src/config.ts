@@ -1,5 +1,15 @@
 // Configuration: environment variables, each overridable by a `--kebab-case` flag, checked into a
-// frozen, typed Config. A bad value is one ConfigError line; the CLI turns it into exit code 2.
+// frozen, typed Config. Each bad value is one ConfigError line (all of them reported together); the
+// CLI turns it into exit code 2.
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import {
+  type AsymmetricAlgorithm,
+  algorithmsForPublicKey,
+  DEFAULT_ASYMMETRIC_ALGORITHMS,
+  type JwtAlgorithm,
+  parseAlgorithms,
+} from './auth/jwt-keys';
 import { LOG_LEVELS, type LogLevel } from './log';
 
 export class ConfigError extends Error {
@@ -10,8 +20,17 @@ export type Config = Readonly<{
   port: number;
   host: string;
   databaseUrl: string;
+  /** PostgreSQL only: connections in this replica's pool. */
+  databasePoolSize: number;
   /** Unset: a random secret is created once in the data directory (see auth/jwt-secret.ts). */
   jwtSecret: string | undefined;
+  /** Where token keys come from: the HS256 secret, an identity provider's JWKS, or one PEM key. */
+  jwtKeySource: 'secret' | 'jwks' | 'public-key';
+  jwtJwksUrl: string | undefined;
+  jwtPublicKey: string | undefined;
+  /** The algorithms accepted: HS256 with the secret, else JWT_ALGORITHMS (those the PEM key fits). */
+  jwtAlgorithms: readonly JwtAlgorithm[];
+  jwtClockToleranceSeconds: number;
   jwtIssuer: string | undefined;
   jwtAudience: string | undefined;
   basePath: string;
@@ -20,21 +39,45 @@ export type Config = Readonly<{
   maxKeysPerUser: number;
   /** How long a key's row stays in memory; also bounds staleness when a change event is lost. */
   keyCacheSeconds: number;
-  /** Idle keep-alive connections close after this long; advertised as `Keep-Alive: timeout=`. */
-  idleTimeoutSeconds: number;
-  /** On SIGTERM, how long requests in flight may take before their connections are closed. */
-  shutdownTimeoutSeconds: number;
   logLevel: LogLevel;
+  /** Unset: no metrics listener (and nothing is counted). */
+  metricsPort: number | undefined;
+  metricsHost: string;
+  idleTimeoutSeconds: number;
+  shutdownTimeoutSeconds: number;
 }>;
 
 /** Every setting: its environment variable, its default, and what a bad value is told. */
 export const SETTINGS = {
   PORT: { default: '3000', help: 'TCP port to listen on (0 picks a free one)' },
   HOST: { default: '0.0.0.0', help: 'address to listen on' },
-  DATABASE_URL: { default: './data/keygate.db', help: 'SQLite file path, or :memory:' },
+  DATABASE_URL: {
+    default: './data/keygate.db',
+    help: 'SQLite file path, :memory:, or postgres://user:password@host:port/database',
+  },
+  DATABASE_URL_FILE: {
+    default: undefined,
+    help: 'a file holding DATABASE_URL (one trailing newline trimmed)',
+  },
+  DATABASE_POOL_SIZE: { default: '10', help: 'PostgreSQL connections per replica' },
   JWT_SECRET: {
     default: undefined,
     help: 'HS256 secret, at least 32 bytes (unset: generated once in the data directory)',
+  },
+  JWT_SECRET_FILE: { default: undefined, help: 'a file holding JWT_SECRET (one trailing newline trimmed)' },
+  JWT_JWKS_URL: {
+    default: undefined,
+    help: "an identity provider's JWKS endpoint, http(s) (instead of JWT_SECRET)",
+  },
+  JWT_PUBLIC_KEY: { default: undefined, help: 'a PEM public key that signs tokens (instead of JWT_SECRET)' },
+  JWT_PUBLIC_KEY_FILE: { default: undefined, help: 'a file holding JWT_PUBLIC_KEY' },
+  JWT_ALGORITHMS: {
+    default: undefined,
+    help: `with a JWKS or PEM key: allowed algorithms, a comma list (default ${DEFAULT_ASYMMETRIC_ALGORITHMS.join(',')})`,
+  },
+  JWT_CLOCK_TOLERANCE_SECONDS: {
+    default: '0',
+    help: 'seconds of clock skew allowed on exp, nbf and iat (0 to 300)',
   },
   JWT_ISSUER: { default: undefined, help: 'when set, tokens must carry this iss' },
   JWT_AUDIENCE: { default: undefined, help: 'when set, tokens must carry this aud' },
@@ -46,15 +89,17 @@ export const SETTINGS = {
     default: '10',
     help: 'seconds a key is kept in memory (0 to 3600; 0 turns the cache off)',
   },
+  LOG_LEVEL: { default: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
+  METRICS_PORT: { default: undefined, help: 'port of the Prometheus /metrics listener (unset: off)' },
+  METRICS_HOST: { default: '127.0.0.1', help: 'address of the /metrics listener' },
   IDLE_TIMEOUT_SECONDS: {
     default: '75',
-    help: 'seconds an idle keep-alive connection stays open (1 to 255; keep it above your proxy’s)',
+    help: 'seconds an idle keep-alive connection stays open (1-255; keep it above the proxy’s)',
   },
   SHUTDOWN_TIMEOUT_SECONDS: {
     default: '8',
-    help: 'seconds SIGTERM waits for requests in flight before closing their connections (0 to 3600)',
+    help: 'seconds SIGTERM waits for requests in flight before closing their connections',
   },
-  LOG_LEVEL: { default: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
 } as const;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -70,24 +115,92 @@ export function settingOfFlag(flag: string): SettingName | undefined {
 
 const TEN_THOUSAND_YEARS_S = 10_000 * 365 * 24 * 3600;
 
+/**
+ * The Config, or a ConfigError with one line per bad setting, all of them at once: each setting that
+ * is set is checked on its own too, so a typo in PORT does not hide one in LOG_LEVEL.
+ */
 export function loadConfig(
   env: Record<string, string | undefined>,
   flags: Partial<Record<SettingName, string>> = {},
 ): Config {
+  try {
+    return buildConfig(env, flags);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    // Each setting checked beside those that are fine on their own, so that a rule between two
+    // settings (METRICS_PORT against PORT) is judged with the values actually given.
+    const given = (Object.keys(SETTINGS) as SettingName[]).flatMap((name) => {
+      const value = flags[name] ?? env[name];
+      return value === undefined || value === '' ? [] : [[name, value] as const];
+    });
+    const problemOf = (values: Record<string, string>): string | undefined => {
+      try {
+        buildConfig(values);
+        return undefined;
+      } catch (problem) {
+        if (problem instanceof ConfigError) return problem.message;
+        throw problem;
+      }
+    };
+    const fine = Object.fromEntries(given.filter(([name, value]) => !problemOf({ [name]: value })));
+    const problems = new Set<string>();
+    for (const [name, value] of given) {
+      if (name in fine) continue;
+      const problem = problemOf({ ...fine, [name]: value });
+      if (problem !== undefined) problems.add(problem);
+    }
+    problems.add(error.message); // a rule between settings shows up only when they are together
+    throw new ConfigError([...problems].join('\n'));
+  }
+}
+
+function buildConfig(
+  env: Record<string, string | undefined>,
+  flags: Partial<Record<SettingName, string>> = {},
+): Config {
   // A flag wins over the environment; an empty value counts as unset.
-  const raw = (name: SettingName): string | undefined => {
+  const given = (name: SettingName): string | undefined => {
     const value = flags[name] ?? env[name];
-    return value === undefined || value === '' ? SETTINGS[name].default : value;
+    return value === undefined || value === '' ? undefined : value;
   };
-  const jwtSecret = raw('JWT_SECRET');
+  const raw = (name: SettingName): string | undefined => given(name) ?? SETTINGS[name].default;
+  /** A setting that may also come from a file named by `<NAME>_FILE`, but not from both. */
+  const rawOrFile = (name: SettingName, fileSetting: SettingName): string | undefined => {
+    const path = given(fileSetting);
+    if (path === undefined) return raw(name);
+    if (given(name) !== undefined) throw new ConfigError(`Set ${name} or ${fileSetting}, not both.`);
+    return fileContents(fileSetting, path);
+  };
+  const jwtSecret = rawOrFile('JWT_SECRET', 'JWT_SECRET_FILE');
   if (jwtSecret !== undefined && Buffer.byteLength(jwtSecret) < 32) {
     throw new ConfigError(`JWT_SECRET must be at least 32 bytes (got ${Buffer.byteLength(jwtSecret)}).`);
   }
+  const jwtJwksUrl = raw('JWT_JWKS_URL');
+  const jwtPublicKey = rawOrFile('JWT_PUBLIC_KEY', 'JWT_PUBLIC_KEY_FILE');
+  const sources = [
+    jwtSecret !== undefined && 'JWT_SECRET',
+    jwtJwksUrl !== undefined && 'JWT_JWKS_URL',
+    jwtPublicKey !== undefined && 'JWT_PUBLIC_KEY',
+  ].filter((name) => name !== false);
+  if (sources.length > 1) {
+    throw new ConfigError(`Set only one token key source; got ${sources.join(' and ')}.`);
+  }
   return Object.freeze({
     port: integer('PORT', raw('PORT'), 0, 65535),
-    host: nonEmpty('HOST', raw('HOST')),
-    databaseUrl: nonEmpty('DATABASE_URL', raw('DATABASE_URL')),
+    host: listenHost(raw('HOST')),
+    databaseUrl: nonEmpty('DATABASE_URL', rawOrFile('DATABASE_URL', 'DATABASE_URL_FILE')),
+    databasePoolSize: integer('DATABASE_POOL_SIZE', raw('DATABASE_POOL_SIZE'), 1, 1000),
     jwtSecret,
+    jwtKeySource: jwtJwksUrl !== undefined ? 'jwks' : jwtPublicKey !== undefined ? 'public-key' : 'secret',
+    jwtJwksUrl: jwtJwksUrl === undefined ? undefined : jwksUrl(jwtJwksUrl),
+    jwtPublicKey,
+    jwtAlgorithms: jwtAlgorithms(raw('JWT_ALGORITHMS'), jwtJwksUrl, jwtPublicKey),
+    jwtClockToleranceSeconds: integer(
+      'JWT_CLOCK_TOLERANCE_SECONDS',
+      raw('JWT_CLOCK_TOLERANCE_SECONDS'),
+      0,
+      300,
+    ),
     jwtIssuer: raw('JWT_ISSUER'),
     jwtAudience: raw('JWT_AUDIENCE'),
     basePath: basePath(raw('BASE_PATH') ?? ''),
@@ -100,11 +213,20 @@ export function loadConfig(
     ),
     maxKeysPerUser: integer('MAX_KEYS_PER_USER', raw('MAX_KEYS_PER_USER'), 1, 1_000_000_000),
     keyCacheSeconds: integer('KEY_CACHE_SECONDS', raw('KEY_CACHE_SECONDS'), 0, 3600),
+    logLevel: logLevel(raw('LOG_LEVEL') ?? 'info'),
+    ...metricsListener(raw('METRICS_PORT'), raw('METRICS_HOST'), raw('PORT')),
     // Bun's idleTimeout takes at most 255 seconds.
     idleTimeoutSeconds: integer('IDLE_TIMEOUT_SECONDS', raw('IDLE_TIMEOUT_SECONDS'), 1, 255),
     shutdownTimeoutSeconds: integer('SHUTDOWN_TIMEOUT_SECONDS', raw('SHUTDOWN_TIMEOUT_SECONDS'), 0, 3600),
-    logLevel: logLevel(raw('LOG_LEVEL') ?? 'info'),
   });
+}
+
+function metricsListener(port: string | undefined, host: string | undefined, apiPort: string | undefined) {
+  const metricsPort = port === undefined ? undefined : integer('METRICS_PORT', port, 0, 65535);
+  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === Number(apiPort)) {
+    throw new ConfigError(`METRICS_PORT must differ from PORT (both are ${metricsPort}).`);
+  }
+  return { metricsPort, metricsHost: nonEmpty('METRICS_HOST', host) };
 }
 
 function integer(name: SettingName, value: string | undefined, min: number, max: number): number {
@@ -115,9 +237,72 @@ function integer(name: SettingName, value: string | undefined, min: number, max:
   return parsed;
 }
 
+/** The file's text with one trailing newline (LF or CRLF) trimmed; unreadable is one line. */
+function fileContents(name: SettingName, path: string): string {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new ConfigError(`${name}: cannot read ${path} (${code}).`);
+  }
+  return text.replace(/\r?\n$/, '');
+}
+
+function jwksUrl(value: string): string {
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
+    throw new ConfigError(`JWT_JWKS_URL must be an http(s) URL (got "${value.slice(0, 200)}").`);
+  }
+  return url.href;
+}
+
+function jwtAlgorithms(
+  value: string | undefined,
+  jwksUrl: string | undefined,
+  publicKey: string | undefined,
+): readonly JwtAlgorithm[] {
+  if (jwksUrl === undefined && publicKey === undefined) {
+    if (value !== undefined) {
+      throw new ConfigError(
+        'JWT_ALGORITHMS applies to JWT_JWKS_URL or JWT_PUBLIC_KEY; with a shared secret the algorithm is HS256.',
+      );
+    }
+    return Object.freeze(['HS256'] as const);
+  }
+  const wanted: readonly AsymmetricAlgorithm[] =
+    value === undefined ? DEFAULT_ASYMMETRIC_ALGORITHMS : orThrow(parseAlgorithms(value));
+  return Object.freeze(
+    publicKey === undefined ? [...wanted] : orThrow(algorithmsForPublicKey(publicKey, wanted)),
+  );
+}
+
+function orThrow<T>(outcome: T | { problem: string }): T {
+  if (typeof outcome === 'object' && outcome !== null && 'problem' in outcome) {
+    throw new ConfigError(outcome.problem);
+  }
+  return outcome as T;
+}
+
 function nonEmpty(name: SettingName, value: string | undefined): string {
   if (value === undefined || value.trim() === '') throw new ConfigError(`${name} must not be empty.`);
   return value;
+}
+
+/** An IP address or a host name; a dotted number that is no IPv4 address (999.1.1.1) is neither. */
+function listenHost(value: string | undefined): string {
+  const host = nonEmpty('HOST', value);
+  const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  const looksNumeric = /^[0-9.]+$/.test(bare) || bare.includes(':');
+  if ((looksNumeric && isIP(bare) === 0) || !/^[A-Za-z0-9.:[\]_-]+$/.test(host)) {
+    throw new ConfigError(`HOST must be an IP address or a host name to listen on (got "${host}").`);
+  }
+  return host;
 }
 
 function basePath(value: string): string {
@@ -127,15 +312,16 @@ function basePath(value: string): string {
       `BASE_PATH must look like /segment or /a/b, made of letters, digits and ._~- (got "${value}").`,
     );
   }
-  // A URL normalises /./ and /../ away, so no request could ever reach routes under such a prefix.
+  // `.` and `..` segments pass the character check, but URLs normalise them away: every route would
+  // then be 404 while the start-up line shows a normalised URL. Refused instead.
   if (trimmed.split('/').some((segment) => segment === '.' || segment === '..')) {
-    throw new ConfigError(`BASE_PATH must not contain a "." or ".." segment (got "${value}").`);
+    throw new ConfigError(`BASE_PATH must not contain "." or ".." segments (got "${value}").`);
   }
   return trimmed;
 }
 
 function logLevel(value: string): LogLevel {
-  const level = LOG_LEVELS.find((candidate) => candidate === value);
+  const level = LOG_LEVELS.find((candidate) => candidate === value.toLowerCase());
   if (!level) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${value}").`);
   return level;
 }

@@ -1,32 +1,124 @@
 // Builds one keygate from a Config: database, store, service, JWT authority and HTTP handler.
-// The server, the CLI and the tests all assemble it here, so they run the same parts.
+// The server, the CLI and the tests all assemble it here, so they run the same parts. This is the one
+// place that reads DATABASE_URL and picks the engine; nothing below the store knows which runs.
+import type { Database } from 'bun:sqlite';
 import { createKeyCache } from './apikeys/key-cache';
 import { createApiKeyService } from './apikeys/service';
+import type { ApiKeyStore } from './apikeys/store';
 import { createApp } from './app';
 import { FORWARD_AUTH_PATH } from './auth/forward-auth';
-import { createJwtAuthority } from './auth/jwt';
+import { createJwtAuthority, type JwtKeySource } from './auth/jwt';
+import type { AsymmetricAlgorithm } from './auth/jwt-keys';
 import { createVerifier } from './auth/verification';
 import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
-import { openDatabase } from './db/open';
+import type { CommitBatch } from './db/group-commit';
+import { appliedMigrationCount, openDatabase } from './db/open';
+import { appliedPostgresMigrationCount, isPostgresUrl, openPostgres, redactedUrl } from './db/postgres/open';
+import { createPostgresApiKeyStore } from './db/postgres/store';
 import { createSqliteApiKeyStore } from './db/sqlite-store';
 import { withHttpEdge } from './http/edge';
 import type { Logger } from './log';
+import { VERSION } from './version';
 
-export type Keygate = ReturnType<typeof createKeygate>;
+export type Engine = 'sqlite' | 'postgres';
 
-export function createKeygate(
-  config: Config,
-  { jwtSecret, logger, clock = systemClock }: { jwtSecret: string; logger: Logger; clock?: Clock },
-) {
+export type OpenedStore = {
+  engine: Engine;
+  store: ApiKeyStore;
+  /** DATABASE_URL without a password, for log lines. */
+  database: string;
+  /** How many migrations the database has applied. */
+  appliedMigrations(): Promise<number>;
+  /**
+   * Runs raw SQL with `$1`-style parameters on the engine underneath: for tests and benchmarks that
+   * must reach past the store (seeding, inspecting); never used by the service.
+   */
+  rawQuery(query: string, params?: unknown[]): Promise<Record<string, unknown>[]>;
+  /** The bun:sqlite handle on SQLite (fault tests hold its locks), undefined on PostgreSQL. */
+  sqlite: Database | undefined;
+};
+
+/** Opens the database DATABASE_URL names (migrating it first) and its store. */
+export async function openStore(
+  config: Pick<Config, 'databaseUrl' | 'databasePoolSize'>,
+  {
+    listen = true,
+    onCommit,
+  }: {
+    listen?: boolean /** SQLite's group-commit observer (metrics). */;
+    onCommit?: (batch: CommitBatch) => void;
+  } = {},
+): Promise<OpenedStore> {
+  if (isPostgresUrl(config.databaseUrl)) {
+    const db = await openPostgres(config.databaseUrl, config.databasePoolSize);
+    return {
+      engine: 'postgres',
+      store: await createPostgresApiKeyStore(db, { listen }),
+      database: redactedUrl(config.databaseUrl),
+      appliedMigrations: () => appliedPostgresMigrationCount(db),
+      rawQuery: (query, params = []) => db.$client.unsafe(query, params as never[]),
+      sqlite: undefined,
+    };
+  }
   const db = openDatabase(config.databaseUrl);
-  const store = createSqliteApiKeyStore(db);
-  const keys = createKeyCache({ store, clock, ttlSeconds: config.keyCacheSeconds });
+  return {
+    engine: 'sqlite',
+    store: createSqliteApiKeyStore(db, { onCommit }),
+    database: config.databaseUrl,
+    appliedMigrations: async () => appliedMigrationCount(db),
+    // bun:sqlite numbers its parameters ?1, ?2…
+    rawQuery: async (query, params = []) =>
+      db.$client.query(query.replace(/\$(\d+)/g, '?$1')).all(...(params as never[])) as Record<
+        string,
+        unknown
+      >[],
+    sqlite: db.$client,
+  };
+}
+
+export type Keygate = Awaited<ReturnType<typeof createKeygate>>;
+
+export async function createKeygate(
+  config: Config,
+  {
+    jwtSecret,
+    logger,
+    clock = systemClock,
+  }: {
+    /** The HS256 secret (see auth/jwt-secret.ts); unused when tokens come from an identity provider. */
+    jwtSecret?: string;
+    logger: Logger;
+    clock?: Clock;
+  },
+) {
+  // Counted only when someone can read them: with METRICS_PORT unset nothing is counted (requests
+  // still pass the router hook that records their route template, ~0.5 µs; README, Metrics), and
+  // prom-client is not even loaded (importing it doubled the time to the first /health).
+  let opened: OpenedStore | undefined;
+  const metrics =
+    config.metricsPort === undefined
+      ? undefined
+      : (await import('./metrics/metrics')).createMetrics({
+          version: VERSION,
+          engine: isPostgresUrl(config.databaseUrl) ? 'postgres' : 'sqlite',
+          databaseUp: async () => (opened ? await opened.store.ping() : false),
+        });
+  opened = await openStore(config, { onCommit: metrics?.commitObserved });
+  const { store } = opened;
+  const keys = createKeyCache({
+    store,
+    clock,
+    ttlSeconds: config.keyCacheSeconds,
+    onLookup: metrics && ((hit) => metrics.cacheLookup('key', hit)),
+  });
   const service = createApiKeyService({ store, keys, clock, maxKeysPerUser: config.maxKeysPerUser });
   const jwt = createJwtAuthority({
-    secret: jwtSecret,
+    ...jwtKeySource(config, jwtSecret),
     issuer: config.jwtIssuer,
     audience: config.jwtAudience,
+    clockToleranceSeconds: config.jwtClockToleranceSeconds,
+    maxExpiresInSeconds: config.maxExpiresInSeconds,
     clock,
   });
   const app = createApp({
@@ -37,21 +129,37 @@ export function createKeygate(
     logger,
     basePath: config.basePath,
     maxExpiresInSeconds: config.maxExpiresInSeconds,
+    onVerification: metrics?.verification,
   });
   const handle = withHttpEdge((request) => app.handle(request), logger, {
     bodyIgnoredUnder: [`${config.basePath}${FORWARD_AUTH_PATH}`],
+    explainTokenRefusals: config.logLevel === 'debug',
+    observe: metrics?.observeRequest,
   });
   return {
-    db,
+    engine: opened.engine,
+    database: opened.database,
+    rawQuery: opened.rawQuery,
+    sqlite: opened.sqlite,
     store,
     keys,
     service,
     jwt,
     handle,
+    metrics,
     /** Waits for queued writes, then closes the database. */
-    async close() {
-      await store.drained();
-      db.$client.close();
-    },
+    close: () => store.close(),
   };
+}
+
+function jwtKeySource(config: Config, jwtSecret: string | undefined): JwtKeySource {
+  const algorithms = config.jwtAlgorithms as readonly AsymmetricAlgorithm[];
+  if (config.jwtKeySource === 'jwks' && config.jwtJwksUrl !== undefined) {
+    return { jwks: { url: config.jwtJwksUrl }, algorithms };
+  }
+  if (config.jwtKeySource === 'public-key' && config.jwtPublicKey !== undefined) {
+    return { publicKey: config.jwtPublicKey, algorithms };
+  }
+  if (jwtSecret === undefined) throw new Error('keygate needs its JWT secret (auth/jwt-secret.ts)');
+  return { secret: jwtSecret };
 }

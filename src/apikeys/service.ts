@@ -1,6 +1,13 @@
 // The rules of API keys: who may create, see, rotate or delete which key, levels that never escalate,
 // the per-user cap, expiry. Knows no HTTP framework and no SQL.
-import { generateKeyId, generateSecret, hashSecret, KEY_ID_PATTERN, secretMatches } from '../auth/secrets';
+import {
+  generateKeyId,
+  generateSecret,
+  hashSecret,
+  isWellFormedSecret,
+  KEY_ID_PATTERN,
+  secretMatches,
+} from '../auth/secrets';
 import type { Clock } from '../clock';
 import { HttpError } from '../http/errors';
 import type { KeyCache } from './key-cache';
@@ -46,9 +53,11 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
     /**
      * Where every key-and-secret authentication starts (the /key scheme, verify, forward-auth).
      * Both failing paths do the same work: a lookup (cached), one hash, one constant-time compare and
-     * the expiry check, so an unknown key and a wrong secret take the same time.
+     * the expiry check, so an unknown key and a wrong secret take the same time. A `kgs_` secret with
+     * a wrong checksum is refused before the lookup: that says nothing about any stored key.
      */
     async authenticateKey(key: string, secret: string): Promise<KeyAuthentication> {
+      if (!isWellFormedSecret(secret)) return NOT_FOUND;
       const row = KEY_ID_PATTERN.test(key) ? await keys.find(key) : undefined;
       const matches = secretMatches(secret, row?.secretHash ?? UNKNOWN_KEY_HASH);
       const expired = (row?.expiresAt ?? 0) <= clock();

@@ -38,8 +38,11 @@ export type Rotation = {
 
 export type RotationOutcome = 'rotated' | 'not-found' | 'limit-reached';
 
-/** Called with the ids a committed write inserted, deleted, rotated or purged. */
-export type KeysChangedListener = (ids: readonly string[]) => void;
+/**
+ * Called with the ids a committed write inserted, deleted, rotated or purged (here or, on a shared
+ * database, on another replica), or with 'all' when changes may have been missed.
+ */
+export type KeysChangedListener = (ids: readonly string[] | 'all') => void;
 
 export interface ApiKeyStore {
   findKey(id: string): Promise<ApiKeyRow | undefined>;
@@ -73,4 +76,22 @@ export interface ApiKeyStore {
 
   /** True once the database answers. */
   ping(): Promise<boolean>;
+
+  /** Waits for queued writes, then closes the database. */
+  close(): Promise<void>;
+}
+
+/**
+ * The database cannot take the request right now (unreachable, locked, full, read-only): it may
+ * succeed later, so the HTTP layer answers 503. Each store turns its engine's errors into this one.
+ */
+export class StoreUnavailableError extends Error {
+  override name = 'StoreUnavailableError';
+  constructor(
+    /** The engine's own code, for the log line. */
+    readonly code: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`the database is unavailable (${code})`, options);
+  }
 }

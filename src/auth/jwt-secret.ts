@@ -5,6 +5,8 @@ import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Config } from '../config';
 import { ConfigError } from '../config';
+import { DATA_DIRECTORY_MODE } from '../db/open';
+import { isPostgresUrl } from '../db/postgres/open';
 
 export const JWT_SECRET_FILE = 'jwt-secret';
 
@@ -15,9 +17,15 @@ export function dataDirectory(databaseUrl: string): string {
 
 export function resolveJwtSecret(config: Pick<Config, 'jwtSecret' | 'databaseUrl'>): string {
   if (config.jwtSecret !== undefined) return config.jwtSecret;
+  if (isPostgresUrl(config.databaseUrl)) {
+    // A secret generated beside one replica would differ from the next replica's.
+    throw new ConfigError(
+      'With a PostgreSQL DATABASE_URL, set JWT_SECRET (or JWT_JWKS_URL, JWT_PUBLIC_KEY): every replica must verify tokens with the same key.',
+    );
+  }
   const path = join(dataDirectory(config.databaseUrl), JWT_SECRET_FILE);
   try {
-    mkdirSync(dirname(path), { recursive: true });
+    mkdirSync(dirname(path), { recursive: true, mode: DATA_DIRECTORY_MODE });
     // 'wx' fails if the file exists, so two processes starting together keep the first one's secret.
     writeFileSync(path, `${randomBytes(48).toString('base64url')}\n`, { flag: 'wx', mode: 0o600 });
   } catch (error) {

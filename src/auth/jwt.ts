@@ -1,85 +1,149 @@
-// JWT verification and signing (HS256 via jose). The algorithm is pinned, `exp` and `sub` are
-// required, `nbf`/`iss`/`aud` are honoured; anything else is a failed authentication. A verified
-// token is remembered until its `exp`: clients reuse a token for many requests, and the HMAC check
-// through WebCrypto was the largest single cost of a create (bench/RESULTS.md, History).
-import { jwtVerify, SignJWT } from 'jose';
+// JWT verification and signing via jose. The key is a shared secret (HS256, which keygate can also
+// sign with), an identity provider's JWKS endpoint, or one PEM public key; the algorithms are pinned
+// per source (jwt-keys.ts). `exp` and `sub` are required, `nbf`/`iss`/`aud` honoured; `exp` must be
+// finite and no further ahead than MAX_EXPIRES_IN_SECONDS, `iat` not in the future, and every segment
+// canonical base64url (one string per token, not eight). A refusal says why, for the debug log.
+// A verified token is remembered until its `exp`: clients reuse a token for many requests, and the
+// signature check was the largest single cost of a create (bench/RESULTS.md, History); every time
+// check is re-run on each hit, so the cache never lets a token outlive one, nor its JWKS key.
+import { errors, importSPKI, type JWTVerifyGetKey, jwtVerify, SignJWT } from 'jose';
 import type { Clock } from '../clock';
+import { createJwksKeySet, type JwksKeySet, JwksUnavailable } from './jwks';
+import type { AsymmetricAlgorithm, JwtAlgorithm } from './jwt-keys';
 
 export const JWT_ALGORITHM = 'HS256';
 export const MAX_LEVEL = 8;
+const DEFAULT_MAX_EXPIRES_IN_SECONDS = 315_360_000;
 
 /** Who a verified token speaks for, and until when (`exp` in milliseconds). */
 export type TokenIdentity = { userId: number; level: number; expiresAt: number };
 
-/** Why a token was refused; 'invalid' for anything not told apart. */
-export type TokenRefusal = 'expired' | 'bad-signature' | 'claims' | 'malformed' | 'invalid';
+/** Why a token was refused (logged at LOG_LEVEL=debug); 'invalid' for anything not told apart. */
+export type TokenRefusal =
+  | 'malformed'
+  | 'algorithm-not-allowed'
+  | 'unknown-kid'
+  | 'jwks-unavailable'
+  | 'bad-signature'
+  | 'expired'
+  | 'not-yet-valid'
+  | 'issued-in-future'
+  | 'exp-too-far'
+  | 'wrong-issuer'
+  | 'wrong-audience'
+  | 'claims'
+  | 'invalid';
 
 export type TokenCheck = { ok: true; identity: TokenIdentity } | { ok: false; reason: TokenRefusal };
 
-export type JwtOptions = {
-  secret: string;
+/** Where the verification keys come from: exactly one. */
+export type JwtKeySource =
+  | { secret: string }
+  | {
+      jwks: { url: string; cooldownMs?: number; timeoutMs?: number };
+      algorithms: readonly AsymmetricAlgorithm[];
+    }
+  | { publicKey: string; algorithms: readonly AsymmetricAlgorithm[] };
+
+export type JwtOptions = JwtKeySource & {
   issuer?: string;
   audience?: string;
   clock: Clock;
+  /** Seconds of clock skew allowed on exp, nbf and iat (JWT_CLOCK_TOLERANCE_SECONDS). */
+  clockToleranceSeconds?: number;
+  /** `exp` further ahead than this is refused (MAX_EXPIRES_IN_SECONDS). */
+  maxExpiresInSeconds?: number;
 };
 
 export type JwtAuthority = {
   verify(token: string): Promise<TokenCheck>;
+  /** HS256 only: with an identity provider's keys keygate holds no signing key, and this rejects. */
   sign(claims: { sub: number; level?: number; ttlSeconds: number }): Promise<string>;
 };
 
 /** At most this many verified tokens are remembered; the oldest is forgotten first. */
 export const VERIFIED_TOKEN_CACHE_SIZE = 10_000;
 
-type VerifiedToken = { check: TokenCheck; exp: number; nbf: number };
+/** The time claims, in seconds, checked again on every cache hit. */
+type TimeClaims = { exp: number; nbf: number | undefined; iat: number | undefined };
 
-const INVALID: TokenCheck = Object.freeze({ ok: false, reason: 'invalid' });
+/** `generation`: the JWKS key set the token was verified under (0 for a fixed key). */
+type VerifiedToken = { check: TokenCheck; times: TimeClaims; generation: number };
+
+const refusals = new Map<TokenRefusal, TokenCheck>();
+function refused(reason: TokenRefusal): TokenCheck {
+  let check = refusals.get(reason);
+  if (check === undefined) {
+    check = Object.freeze({ ok: false, reason });
+    refusals.set(reason, check);
+  }
+  return check;
+}
 
 export function createJwtAuthority(options: JwtOptions): JwtAuthority {
-  // Imported once: given raw bytes, jose imports a CryptoKey on every call.
-  const key = crypto.subtle.importKey(
-    'raw',
-    new TextEncoder().encode(options.secret),
-    { name: 'HMAC', hash: 'SHA-256' },
-    false,
-    ['sign', 'verify'],
-  );
+  const { key, algorithms, keySet } = verificationKey(options);
+  // With a JWKS, a remembered token is checked again once the keys are due for a refresh or have
+  // changed, so a key the provider withdrew stops its tokens too.
+  const currentKeys = (): number | undefined =>
+    keySet === undefined ? 0 : keySet.due ? undefined : keySet.generation;
+  const tolerance = options.clockToleranceSeconds ?? 0;
+  const maxAhead = options.maxExpiresInSeconds ?? DEFAULT_MAX_EXPIRES_IN_SECONDS;
+
+  /** Seconds, compared as jose compares them, each widened by the tolerance. */
+  function timeRefusal({ exp, nbf, iat }: TimeClaims, now: number): TokenRefusal | undefined {
+    if (!Number.isFinite(exp) || exp > now + maxAhead + tolerance) return 'exp-too-far';
+    if (exp <= now - tolerance) return 'expired';
+    if (nbf !== undefined && nbf > now + tolerance) return 'not-yet-valid';
+    if (iat !== undefined && !(Number.isFinite(iat) && iat <= now + tolerance)) return 'issued-in-future';
+    return undefined;
+  }
+
   const verified = new Map<string, VerifiedToken>();
   return {
     async verify(token) {
-      // Seconds, compared as jose compares them: valid while nbf <= now < exp.
       const now = Math.floor(options.clock() / 1000);
       const known = verified.get(token);
       if (known !== undefined) {
-        if (known.nbf <= now && now < known.exp) return known.check;
+        if (known.generation === currentKeys() && timeRefusal(known.times, now) === undefined) {
+          return known.check;
+        }
         verified.delete(token);
       }
+      if (!isCanonicalCompact(token)) return refused('malformed');
+      let payload: Awaited<ReturnType<typeof jwtVerify>>['payload'];
       try {
-        const { payload } = await jwtVerify(token, await key, {
-          algorithms: [JWT_ALGORITHM],
+        ({ payload } = await jwtVerify(token, await key, {
+          algorithms: [...algorithms],
           requiredClaims: ['exp', 'sub'],
           issuer: options.issuer,
           audience: options.audience,
           currentDate: new Date(options.clock()),
-        });
-        const userId = parseUserId(payload.sub);
-        const level = payload.level === undefined ? MAX_LEVEL : parseLevel(payload.level);
-        if (userId === null || level === null) return INVALID;
-        // requiredClaims made `exp` a number; jose rejects a non-numeric `nbf`.
-        const exp = payload.exp as number;
-        const check: TokenCheck = Object.freeze({
-          ok: true,
-          identity: Object.freeze({ userId, level, expiresAt: exp * 1000 }),
-        });
-        if (verified.size >= VERIFIED_TOKEN_CACHE_SIZE)
-          verified.delete(verified.keys().next().value as string);
-        verified.set(token, { check, exp, nbf: payload.nbf ?? 0 });
-        return check;
-      } catch {
-        return INVALID;
+          clockTolerance: tolerance,
+        }));
+      } catch (error) {
+        return refused(refusalOf(error));
       }
+      // requiredClaims made `exp` a number; jose rejects a non-numeric `nbf` or `iat`.
+      const times: TimeClaims = { exp: payload.exp as number, nbf: payload.nbf, iat: payload.iat };
+      const late = timeRefusal(times, now);
+      if (late !== undefined) return refused(late);
+      const userId = parseUserId(payload.sub);
+      const level = payload.level === undefined ? MAX_LEVEL : parseLevel(payload.level);
+      if (userId === null || level === null) return refused('claims');
+      const check: TokenCheck = Object.freeze({
+        ok: true,
+        identity: Object.freeze({ userId, level, expiresAt: times.exp * 1000 }),
+      });
+      if (verified.size >= VERIFIED_TOKEN_CACHE_SIZE) verified.delete(verified.keys().next().value as string);
+      verified.set(token, { check, times, generation: keySet?.generation ?? 0 });
+      return check;
     },
-    sign({ sub, level, ttlSeconds }) {
+    async sign({ sub, level, ttlSeconds }) {
+      if (!('secret' in options)) {
+        throw new Error(
+          'keygate signs tokens only with its HS256 secret; tokens come from the identity provider',
+        );
+      }
       const now = Math.floor(options.clock() / 1000);
       const jwt = new SignJWT(level === undefined ? {} : { level })
         .setProtectedHeader({ alg: JWT_ALGORITHM, typ: 'JWT' })
@@ -88,9 +152,78 @@ export function createJwtAuthority(options: JwtOptions): JwtAuthority {
         .setExpirationTime(now + ttlSeconds);
       if (options.issuer) jwt.setIssuer(options.issuer);
       if (options.audience) jwt.setAudience(options.audience);
-      return key.then((cryptoKey) => jwt.sign(cryptoKey));
+      return jwt.sign((await key) as CryptoKey);
     },
   };
+}
+
+type VerificationKey = CryptoKey | JWTVerifyGetKey;
+
+function verificationKey(options: JwtOptions): {
+  key: Promise<VerificationKey>;
+  algorithms: readonly JwtAlgorithm[];
+  keySet?: JwksKeySet;
+} {
+  if ('secret' in options) {
+    // Imported once: given raw bytes, jose imports a CryptoKey on every call.
+    const key = crypto.subtle.importKey(
+      'raw',
+      new TextEncoder().encode(options.secret),
+      { name: 'HMAC', hash: 'SHA-256' },
+      false,
+      ['sign', 'verify'],
+    );
+    return { key, algorithms: [JWT_ALGORITHM] };
+  }
+  if ('jwks' in options) {
+    const keySet = createJwksKeySet({ ...options.jwks, clock: options.clock });
+    return { key: Promise.resolve(keySet), algorithms: options.algorithms, keySet };
+  }
+  // One PEM, imported once per algorithm it is used with (an RSA key serves RS256 and PS256 alike).
+  const imported = new Map<string, Promise<CryptoKey>>();
+  const pem = options.publicKey;
+  const getKey: JWTVerifyGetKey = ({ alg }) => {
+    let key = imported.get(alg);
+    if (key === undefined) {
+      key = importSPKI(pem, alg);
+      imported.set(alg, key);
+    }
+    return key;
+  };
+  return { key: Promise.resolve(getKey), algorithms: options.algorithms };
+}
+
+/** Three segments of base64url that decode and encode back to themselves: no padding, no stray bits. */
+function isCanonicalCompact(token: string): boolean {
+  const segments = token.split('.');
+  if (segments.length !== 3) return false;
+  for (const segment of segments) {
+    if (!/^[A-Za-z0-9_-]*$/.test(segment)) return false;
+    if (Buffer.from(segment, 'base64url').toString('base64url') !== segment) return false;
+  }
+  return true;
+}
+
+function refusalOf(error: unknown): TokenRefusal {
+  if (error instanceof errors.JWTExpired) return 'expired';
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    if (error.claim === 'iss') return 'wrong-issuer';
+    if (error.claim === 'aud') return 'wrong-audience';
+    if (error.claim === 'nbf') return 'not-yet-valid';
+    return 'claims';
+  }
+  if (error instanceof errors.JWSSignatureVerificationFailed) return 'bad-signature';
+  if (error instanceof errors.JOSEAlgNotAllowed) return 'algorithm-not-allowed';
+  if (error instanceof errors.JWKSNoMatchingKey) return 'unknown-kid';
+  if (error instanceof JwksUnavailable) return 'jwks-unavailable';
+  if (
+    error instanceof errors.JWSInvalid ||
+    error instanceof errors.JWTInvalid ||
+    error instanceof errors.JOSENotSupported
+  ) {
+    return 'malformed';
+  }
+  return 'invalid';
 }
 
 /** `sub` is a non-negative integer, as a JSON number or a decimal string. */

@@ -2,6 +2,7 @@
 // it, before the body is validated: absent credentials are 401, present but invalid ones 403.
 import { Elysia } from 'elysia';
 import type { ApiKeyService, Caller } from '../apikeys/service';
+import { noteTokenRefusal } from '../http/edge';
 import { HttpError } from '../http/errors';
 import { readBearer, readKeyAndSecret } from './credentials';
 import type { JwtAuthority } from './jwt';
@@ -20,7 +21,10 @@ export function jwtAuth(jwt: JwtAuthority) {
     }
     if (credentials.kind === 'malformed') throw new HttpError(403, 'The Authorization header is malformed.');
     const check = await jwt.verify(credentials.token);
-    if (!check.ok) throw new HttpError(403, 'The token is not valid.');
+    if (!check.ok) {
+      noteTokenRefusal(request, check.reason);
+      throw new HttpError(403, 'The token is not valid.');
+    }
     const { userId, level } = check.identity;
     return { caller: { userId, level, by: `jwt:${userId}` } };
   });

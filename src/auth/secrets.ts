@@ -1,6 +1,7 @@
 // Key IDs, secrets and their hashes. Secrets are 256 random bits, so one SHA-256 is enough at rest
-// (no slow KDF needed: there is nothing to brute-force), compared in constant time.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+// (no slow KDF needed: there is nothing to brute-force), compared in constant time. New secrets
+// carry a prefix and a checksum so that secret scanners find them and keygate refuses typos unread.
+import { createHash, timingSafeEqual } from 'node:crypto';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const KEY_BODY_LENGTH = 22; // 22 uniform base62 characters carry 131 random bits (>= 128).
@@ -14,21 +15,55 @@ const randomPool = new Uint8Array(32);
 
 /** `kg_` + 22 base62 characters, each drawn uniformly from random bytes (rejection sampling). */
 export function generateKeyId(): string {
+  return `kg_${randomBase62(KEY_BODY_LENGTH)}`;
+}
+
+function randomBase62(length: number): string {
   let body = '';
-  while (body.length < KEY_BODY_LENGTH) {
-    // 32 bytes almost always suffice (about 23 are needed); the loop draws more if they do not.
+  while (body.length < length) {
+    // 32 bytes almost always give a key id (about 23 are needed); a secret takes two draws.
     crypto.getRandomValues(randomPool);
-    for (let i = 0; i < randomPool.length && body.length < KEY_BODY_LENGTH; i++) {
+    for (let i = 0; i < randomPool.length && body.length < length; i++) {
       const byte = randomPool[i] as number;
       if (byte < UNBIASED_BYTE_LIMIT) body += BASE62[byte % 62];
     }
   }
-  return `kg_${body}`;
+  return body;
 }
 
-/** 256 random bits, base64url (43 URL-safe characters). */
+/** What secret scanners look for (README, "How keys and secrets are stored"): prefix, body, checksum. */
+export const SECRET_PATTERN = /^kgs_[0-9A-Za-z]{49}$/;
+const SECRET_PREFIX = 'kgs_';
+const SECRET_BODY_LENGTH = 43; // 43 uniform base62 characters carry 256.03 random bits.
+const CHECKSUM_LENGTH = 6; // 62^6 > 2^32: any CRC32 fits.
+
+/** `kgs_` + 43 random base62 characters + 6 base62 characters of their CRC32 (as GitHub's tokens). */
 export function generateSecret(): string {
-  return randomBytes(32).toString('base64url');
+  const body = randomBase62(SECRET_BODY_LENGTH);
+  return `${SECRET_PREFIX}${body}${checksumOf(body)}`;
+}
+
+/**
+ * False only for a `kgs_` secret that cannot be one keygate issued (wrong length, alphabet or
+ * checksum), so it is refused before any lookup. Secrets of the earlier format (43 base64url
+ * characters, no prefix) pass: they are checked against the store as before.
+ */
+export function isWellFormedSecret(secret: string): boolean {
+  if (!secret.startsWith(SECRET_PREFIX)) return true;
+  if (!SECRET_PATTERN.test(secret)) return false;
+  const body = secret.slice(SECRET_PREFIX.length, SECRET_PREFIX.length + SECRET_BODY_LENGTH);
+  return secret.endsWith(checksumOf(body));
+}
+
+/** CRC32 of the body in base62, most significant digit first, padded with zeros to 6. */
+export function checksumOf(body: string): string {
+  let value = Bun.hash.crc32(body);
+  let digits = '';
+  for (let i = 0; i < CHECKSUM_LENGTH; i++) {
+    digits = BASE62[value % 62] + digits;
+    value = Math.floor(value / 62);
+  }
+  return digits;
 }
 
 export function hashSecret(secret: string): Buffer {

@@ -2,6 +2,7 @@
 // A key goes through service.authenticateKey (and the key cache), a token through the JwtAuthority.
 import type { ApiKeyService } from '../apikeys/service';
 import type { ApiKeyRow } from '../apikeys/store';
+import { noteTokenRefusal } from '../http/edge';
 import type { JwtAuthority, TokenIdentity } from './jwt';
 
 export type Principal =
@@ -14,6 +15,13 @@ export type Verdict =
   | { valid: false; code: 'NOT_FOUND' | 'EXPIRED' | 'INVALID_TOKEN' };
 
 export type Verifier = ReturnType<typeof createVerifier>;
+
+/**
+ * Told the outcome of each verify or forward-auth check (metrics): the scheme of the credential
+ * (`none` when there was none) and the verdict's code, or NO_CREDENTIALS / MALFORMED for the
+ * forward-auth refusals that come before a verdict.
+ */
+export type OnVerdict = (scheme: 'key' | 'jwt' | 'none', code: string) => void;
 
 export function createVerifier({
   jwt,
@@ -30,9 +38,13 @@ export function createVerifier({
       return judged(keyPrincipal(outcome.row), minLevel);
     },
 
-    async verifyToken(token: string, minLevel: number): Promise<Verdict> {
+    /** `request`, when given, carries the refusal's reason to its log line. */
+    async verifyToken(token: string, minLevel: number, request?: Request): Promise<Verdict> {
       const check = await jwt.verify(token);
-      if (!check.ok) return { valid: false, code: 'INVALID_TOKEN' };
+      if (!check.ok) {
+        if (request !== undefined) noteTokenRefusal(request, check.reason);
+        return { valid: false, code: 'INVALID_TOKEN' };
+      }
       return judged(tokenPrincipal(check.identity), minLevel);
     },
   };

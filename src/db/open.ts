@@ -21,13 +21,16 @@ export const STARTUP_BUSY_TIMEOUT_MS = 2000;
  */
 export const BUSY_TIMEOUT_MS = 5;
 
+/**
+ * A data directory keygate creates is the owner's alone (whatever the umask), so no other local user
+ * can replace `jwt-secret` or the database in it. An existing directory is left as it is.
+ */
+export const DATA_DIRECTORY_MODE = 0o700;
+/** A database file keygate creates; SQLite gives its -wal and -shm files the same mode. */
+export const DATABASE_FILE_MODE = 0o600;
+
 export function openDatabase(url: string): Db {
-  if (url !== ':memory:') {
-    // Private whatever the umask: another local user must not replace jwt-secret or read the keys.
-    // A directory that already exists is left as it is (its owner chose its mode).
-    mkdirSync(dirname(url), { recursive: true, mode: 0o700 });
-    createPrivately(url);
-  }
+  if (url !== ':memory:') createPrivately(url);
   const client = new Database(url, { create: true, strict: true });
   // busy_timeout first: the pragmas below may themselves need a lock another process holds.
   client.run(`PRAGMA busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
@@ -42,15 +45,15 @@ export function openDatabase(url: string): Db {
   return db;
 }
 
-/**
- * Creates the database file 0600 if it does not exist yet. SQLite would create it 0644 minus the
- * umask (0666 under umask 000), and gives the -wal and -shm files the database file's mode.
- * Any failure is left for SQLite to report in its own words.
- */
+/** Creates the directories and an empty database file with owner-only modes (umask cannot widen them). */
 function createPrivately(path: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: DATA_DIRECTORY_MODE });
   try {
-    closeSync(openSync(path, 'wx', 0o600));
-  } catch {}
+    closeSync(openSync(path, 'wx', DATABASE_FILE_MODE));
+  } catch (error) {
+    // An existing file is opened as it is (and its mode left alone); SQLite reports any other problem.
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') return;
+  }
 }
 
 /**

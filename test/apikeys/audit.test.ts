@@ -6,9 +6,10 @@ import { createLogger } from '../../src/log';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate();
+beforeEach(async () => {
+  k = await testKeygate();
 });
+afterEach(() => k.close());
 afterEach(() => k.close());
 
 describe('audit lines', () => {

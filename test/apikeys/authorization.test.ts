@@ -3,9 +3,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate({ MAX_KEYS_PER_USER: '3' });
+beforeEach(async () => {
+  k = await testKeygate({ MAX_KEYS_PER_USER: '3' });
 });
+afterEach(() => k.close());
 afterEach(() => k.close());
 
 const body = (level: number) => ({ name: 'k', level, expiresIn: 3600 });

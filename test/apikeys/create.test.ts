@@ -3,9 +3,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import { START, type TestKeygate, type TestResponse, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate();
+beforeEach(async () => {
+  k = await testKeygate();
 });
+afterEach(() => k.close());
 afterEach(() => k.close());
 
 const VALID = { name: 'ci', level: 3, expiresIn: 3600 };
@@ -41,7 +42,7 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('POST /apikey
     expect(error).toBeUndefined();
     expect(Object.keys(apikey).sort()).toEqual(['expiresAt', 'key', 'level', 'name', 'secret', 'userId']);
     expect(apikey.key).toMatch(/^kg_[A-Za-z0-9]{22,}$/);
-    expect(apikey.secret).toMatch(/^[A-Za-z0-9_-]{43,}$/);
+    expect(apikey.secret).toMatch(/^kgs_[0-9A-Za-z]{49}$/);
     expect(apikey.level).toBe(3);
     expect(apikey.name).toBe('ci');
     expect(apikey.userId).toBe(42);
@@ -97,29 +98,24 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('POST /apikey
     ['expiresIn beyond ten years', { ...VALID, expiresIn: 315360001 }, 'expiresIn'],
     ['name empty', { ...VALID, name: '' }, 'name'],
     ['name only whitespace', { ...VALID, name: ' \t\n ' }, 'name'],
-    ['name only spaces', { ...VALID, name: '   ' }, 'visible character'],
     ['name 129 characters', { ...VALID, name: 'x'.repeat(129) }, 'name'],
     ['name 129 emoji', { ...VALID, name: '😀'.repeat(129) }, 'name'],
     ['name a lone surrogate', '{"name":"a\\ud800","level":1,"expiresIn":10}', 'name'],
     ['name a number', { ...VALID, name: 5 }, 'name'],
-    ['name with NUL', { ...VALID, name: 'ci\u0000prod' }, 'control characters'],
+    ['name containing NUL', { ...VALID, name: 'a\u0000b' }, 'control characters'],
     ['name only NUL', { ...VALID, name: '\u0000' }, 'control characters'],
-    ['name with CR LF', { ...VALID, name: 'ci\r\nINFO forged log line' }, 'control characters'],
-    ['name with a tab', { ...VALID, name: 'ci\tprod' }, 'control characters'],
-    ['name with DEL', { ...VALID, name: 'ci\u007F' }, 'control characters'],
-    ['name with a C1 control (U+009B)', { ...VALID, name: 'ci\u009B31m' }, 'control characters'],
-    ['name with U+202E', { ...VALID, name: 'invoice\u202Efdp.exe' }, 'bidirectional'],
-    ['name with U+202A', { ...VALID, name: '\u202Aci' }, 'bidirectional'],
-    ['name with U+2066', { ...VALID, name: 'ci\u2066x\u2069' }, 'bidirectional'],
-    ['name with U+2069', { ...VALID, name: 'ci\u2069' }, 'bidirectional'],
-    ['name only U+200B', { ...VALID, name: '\u200B' }, 'visible character'],
-    [
-      'name only invisible ones',
-      { ...VALID, name: '\u200B\u200C\u200D\u2060\uFEFF\u00AD' },
-      'visible character',
-    ],
-    ['name only a tag character (U+E0041)', { ...VALID, name: '\u{E0041}' }, 'visible character'],
-    ['name only spaces and U+3000', { ...VALID, name: ' \u3000 ' }, 'visible character'],
+    ['name containing CR LF', { ...VALID, name: 'ci\r\nforged: line' }, 'control characters'],
+    ['name containing a tab', { ...VALID, name: 'a\tb' }, 'control characters'],
+    ['name containing DEL', { ...VALID, name: 'a\u007Fb' }, 'control characters'],
+    ['name containing a C1 control (U+009B)', { ...VALID, name: 'a\u009Bb' }, 'control characters'],
+    ['name containing U+202E', { ...VALID, name: 'abc\u202Etxt.exe' }, 'bidi control'],
+    ['name containing U+202A', { ...VALID, name: '\u202Aabc' }, 'bidi control'],
+    ['name containing U+2066', { ...VALID, name: 'a\u2066b' }, 'bidi control'],
+    ['name containing U+2069', { ...VALID, name: 'a\u2069b' }, 'bidi control'],
+    ['name only U+200B', { ...VALID, name: '\u200B' }, 'visible'],
+    ['name only invisible characters', { ...VALID, name: '\u200B\u200D\u2060\uFEFF\u00AD ' }, 'visible'],
+    ['name only no-break spaces', { ...VALID, name: '\u00A0\u3000' }, 'visible'],
+    ['name only tag characters', { ...VALID, name: '\u{E0041}\u{E0042}' }, 'visible'],
   ])('answers 400 for a body that is %s', async (_, body, mentions) => {
     const response = await k.req('POST', path, { headers: await schemes[scheme](), body });
     expectError(response, 400);
@@ -141,44 +137,39 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('POST /apikey
     expect(response.json.error).toContain('Content-Type');
   });
 
-  it.each(['utf-8', 'UTF-8', '"utf-8"', 'utf8'])(
-    'accepts application/json with charset=%s',
-    async (charset) => {
-      const headers = {
-        ...(await schemes[scheme]()),
-        'content-type': `application/json; charset=${charset}`,
-      };
-      expect((await k.req('POST', path, { headers, body: JSON.stringify(VALID) })).status).toBe(201);
-    },
-  );
+  it.each([
+    ['latin1', 'application/json; charset=latin1'],
+    ['iso-8859-1', 'application/json;charset=ISO-8859-1'],
+    ['utf-16', 'application/json; charset="utf-16"'],
+  ])('answers 400 for a charset other than utf-8 (%s)', async (_, contentType) => {
+    const headers = { ...(await schemes[scheme]()), 'content-type': contentType };
+    const response = await k.req('POST', path, { headers, body: JSON.stringify(VALID) });
+    expectError(response, 400);
+    expect(response.json.error).toContain('utf-8');
+  });
 
-  it.each(['latin1', 'iso-8859-1', 'utf-16', '"windows-1252"', 'bogus'])(
-    'answers 400 for application/json with charset=%s',
-    async (charset) => {
-      const headers = {
-        ...(await schemes[scheme]()),
-        'content-type': `application/json; charset=${charset}`,
-      };
-      const response = await k.req('POST', path, {
-        headers,
-        body: JSON.stringify({ ...VALID, name: 'café' }),
-      });
-      expectError(response, 400);
-      expect(response.json.error).toBe(
-        `The body must be UTF-8; charset "${charset.replaceAll('"', '')}" is not accepted.`,
-      );
-    },
-  );
+  it.each([
+    ['lower case', 'application/json; charset=utf-8'],
+    ['upper case and quoted', 'application/json; charset="UTF-8"'],
+    ['another parameter first', 'application/json; foo=bar; charset=utf-8'],
+  ])('accepts application/json with charset utf-8, %s', async (_, contentType) => {
+    const headers = { ...(await schemes[scheme]()), 'content-type': contentType };
+    expect((await k.req('POST', path, { headers, body: JSON.stringify(VALID) })).status).toBe(201);
+  });
+
+  it('accepts application/json with a charset', async () => {
+    const headers = { ...(await schemes[scheme]()), 'content-type': 'application/json; charset=utf-8' };
+    expect((await k.req('POST', path, { headers, body: JSON.stringify(VALID) })).status).toBe(201);
+  });
 
   it.each([
     ['128 ASCII characters', 'x'.repeat(128)],
     ['128 emoji', '😀'.repeat(128)],
     ['CJK and accents', '日本語のキー — café'],
     ['surrounding spaces', '  padded  '],
-    ['a zero-width joiner inside an emoji', '👩\u200D💻 laptop'],
-    ['right-to-left text', 'مفتاح الإنتاج'],
-    ['a visible character between invisible ones', '\u200Bx\u200B'],
-    ['a left-to-right mark (not an override)', 'ci\u200E'],
+    ['an emoji sequence with a zero-width joiner', '👩\u200D💻 laptop'],
+    ['right-to-left script', 'مفتاح'],
+    ['one emoji', '😀'],
   ])('keeps a name of %s exactly', async (_, name) => {
     const response = await k.req('POST', path, {
       headers: await schemes[scheme](),

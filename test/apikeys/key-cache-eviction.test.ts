@@ -5,9 +5,10 @@ import { purgeExpiredKeys } from '../../src/jobs/purge';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate({ KEY_CACHE_SECONDS: '30' });
+beforeEach(async () => {
+  k = await testKeygate({ KEY_CACHE_SECONDS: '30' });
 });
+afterEach(() => k.close());
 afterEach(() => k.close());
 
 const verifyCode = async (key: string, secret: string) =>
@@ -86,7 +87,7 @@ describe('key cache eviction', () => {
         .level,
     ).toBe(2);
     // Another process changes the row behind this one's back (as a replica would without NOTIFY).
-    k.keygate.db.$client.run('UPDATE api_keys SET level = 5 WHERE id = ?', [key.key]);
+    await k.keygate.rawQuery('UPDATE api_keys SET level = 5 WHERE id = $1', [key.key]);
     const level = async () =>
       (await k.req('POST', '/apikeys/verify', { body: { key: key.key, secret: key.secret } })).json.principal
         .level;

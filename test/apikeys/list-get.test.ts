@@ -5,9 +5,10 @@ import { encodeCursor } from '../../src/apikeys/cursor';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate();
+beforeEach(async () => {
+  k = await testKeygate();
 });
+afterEach(() => k.close());
 afterEach(() => k.close());
 
 /** Credentials for user 42 at `level` under each scheme. */

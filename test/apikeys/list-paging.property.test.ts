@@ -18,7 +18,7 @@ it('pages never repeat or skip an item while keys are created between pages', as
         }),
       }),
       async ({ initialSteps, limit, createdBetweenPages }) => {
-        const k = testKeygate();
+        const k = await testKeygate();
         try {
           const headers = await k.bearer(42);
           const initial = new Set<string>();
@@ -58,4 +58,5 @@ it('pages never repeat or skip an item while keys are created between pages', as
     ),
     { seed: 20261122, numRuns: 40 },
   );
-});
+  // On PostgreSQL each run is a fresh database and up to ~55 durable commits.
+}, 120_000);

@@ -4,9 +4,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate({ MAX_KEYS_PER_USER: '5' });
+beforeEach(async () => {
+  k = await testKeygate({ MAX_KEYS_PER_USER: '5' });
 });
+afterEach(() => k.close());
 afterEach(() => k.close());
 
 /** Credentials for user 42 at `level` under each scheme. */

@@ -4,9 +4,10 @@ import { SignJWT } from 'jose';
 import { JWT_SECRET, START, type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate();
+beforeEach(async () => {
+  k = await testKeygate();
 });
+afterEach(() => k.close());
 afterEach(() => k.close());
 
 const BODY = { name: 'k', level: 1, expiresIn: 60 };
@@ -96,7 +97,7 @@ describe.each(operations)('JWT scheme, %s', (_, route) => {
 
 describe('JWT issuer and audience, when configured', () => {
   it('requires the configured iss and aud', async () => {
-    const strict = testKeygate({ JWT_ISSUER: 'https://id.example', JWT_AUDIENCE: 'keygate' });
+    const strict = await testKeygate({ JWT_ISSUER: 'https://id.example', JWT_AUDIENCE: 'keygate' });
     const send = async (claims: Record<string, unknown>) =>
       (
         await strict.req('POST', '/apikeys/jwt', {

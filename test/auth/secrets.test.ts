@@ -1,11 +1,15 @@
 // Key ids, secrets and hashes: format, randomness, hashing, comparison.
 import { describe, expect, it } from 'bun:test';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import {
+  checksumOf,
   generateKeyId,
   generateSecret,
   hashSecret,
+  isWellFormedSecret,
   KEY_ID_PATTERN,
+  SECRET_PATTERN,
   secretMatches,
 } from '../../src/auth/secrets';
 
@@ -24,11 +28,72 @@ describe('generateKeyId', () => {
 });
 
 describe('generateSecret', () => {
-  it('is 43 URL-safe characters carrying 256 bits', () => {
-    const secret = generateSecret();
-    expect(secret).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    expect(Buffer.from(secret, 'base64url')).toHaveLength(32);
-    expect(generateSecret()).not.toBe(secret);
+  it('is kgs_, 43 base62 characters and their 6-character checksum, and never repeats', () => {
+    const secrets = new Set(Array.from({ length: 10_000 }, generateSecret));
+    expect(secrets.size).toBe(10_000);
+    for (const secret of secrets) {
+      expect(secret).toMatch(/^kgs_[0-9A-Za-z]{49}$/);
+      expect(secret.slice(-6)).toBe(checksumOf(secret.slice(4, 47)));
+      expect(isWellFormedSecret(secret)).toBe(true);
+    }
+  });
+
+  it('draws the body from the whole alphabet', () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 2000; i++) seen.add(generateSecret().charAt(30));
+    expect(seen.size).toBe(62);
+  });
+});
+
+describe('checksumOf', () => {
+  it('is the CRC32 in base62, zero-padded to 6', () => {
+    // CRC32("123456789") = 0xCBF43926 (the standard check value) = 3421780262 in base 10.
+    expect(checksumOf('123456789')).toBe('3jZRME');
+    // CRC32("") = 0
+    expect(checksumOf('')).toBe('000000');
+  });
+});
+
+describe('isWellFormedSecret', () => {
+  const good = generateSecret();
+  const body = good.slice(4, 47);
+  const otherDigit = (c: string) => (c === '0' ? '1' : '0');
+  it.each([
+    ['a wrong last checksum character', `${good.slice(0, -1)}${otherDigit(good.slice(-1))}`],
+    ['a changed body character', `kgs_${otherDigit(body[0] as string)}${body.slice(1)}${good.slice(-6)}`],
+    ['one character short', good.slice(0, -1)],
+    ['one character long', `${good}0`],
+    ['a character outside base62', `kgs_${body.slice(0, -1)}-${good.slice(-6)}`],
+    ['the prefix alone', 'kgs_'],
+  ])('refuses a kgs_ secret with %s', (_, secret) => {
+    expect(isWellFormedSecret(secret)).toBe(false);
+  });
+
+  it('lets secrets of the earlier format, and anything without the prefix, through to the store', () => {
+    expect(isWellFormedSecret(randomBytes(32).toString('base64url'))).toBe(true);
+    expect(isWellFormedSecret('KGS_not-ours')).toBe(true);
+  });
+});
+
+describe('the scanner rule in the README', () => {
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  const rule = /regex = '''(.+)'''/.exec(readme)?.[1];
+  const scanner = new RegExp(rule ?? 'no rule in the README', 'g');
+
+  it('finds every generated secret, inside text too, and SECRET_PATTERN agrees', () => {
+    expect(rule).toBeDefined();
+    for (let i = 0; i < 1000; i++) {
+      const secret = generateSecret();
+      expect(SECRET_PATTERN.test(secret)).toBe(true);
+      expect(`export KEYGATE_SECRET="${secret}"`.match(scanner)).toEqual([secret]);
+    }
+  });
+
+  it('finds no key id and no secret of the earlier format', () => {
+    for (let i = 0; i < 1000; i++) {
+      const text = `key=${generateKeyId()} old=${randomBytes(32).toString('base64url')}`;
+      expect(text.match(scanner)).toBeNull();
+    }
   });
 });
 

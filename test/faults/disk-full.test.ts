@@ -1,6 +1,7 @@
 // The disk fills up: writes answer 503 in the error shape, key authentication keeps working, and
 // writes succeed again once space returns, with nothing acknowledged lost. Needs root to mount a
 // small tmpfs as the data directory; skipped, with the reason, otherwise.
+import type { Database } from 'bun:sqlite';
 import { afterAll, describe, expect, it } from 'bun:test';
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -52,10 +53,13 @@ function fillDisk(): string {
 
 describe.skipIf(cannotMount !== null)('a full disk', () => {
   it('writes answer 503, authentication goes on, writes resume when space returns', async () => {
-    const keygate = createKeygate(loadConfig({ DATABASE_URL: join(mountPoint, 'keygate.db'), JWT_SECRET }), {
-      jwtSecret: JWT_SECRET,
-      logger: createLogger('silent'),
-    });
+    const keygate = await createKeygate(
+      loadConfig({ DATABASE_URL: join(mountPoint, 'keygate.db'), JWT_SECRET }),
+      {
+        jwtSecret: JWT_SECRET,
+        logger: createLogger('silent'),
+      },
+    );
     try {
       const bearer = { authorization: `Bearer ${await keygate.jwt.sign({ sub: 9, ttlSeconds: 600 })}` };
       const send = (path: string, headers: Record<string, string>, body: unknown) =>
@@ -105,13 +109,15 @@ describe.skipIf(cannotMount !== null)('a full disk', () => {
       expect(resumed.status).toBe(201);
       acknowledged.push(((await resumed.json()) as Created).apikey);
 
-      const find = keygate.db.$client.query('SELECT secret_hash AS hash FROM api_keys WHERE id = ?');
+      const find = (keygate.sqlite as Database).query(
+        'SELECT secret_hash AS hash FROM api_keys WHERE id = ?',
+      );
       for (const k of acknowledged) {
         const row = find.get(k.key) as { hash: Uint8Array } | null;
         expect(row && Buffer.from(row.hash).equals(hashSecret(k.secret))).toBe(true);
       }
       find.finalize();
-      const integrity = keygate.db.$client.query('PRAGMA integrity_check').get() as {
+      const integrity = (keygate.sqlite as Database).query('PRAGMA integrity_check').get() as {
         integrity_check: string;
       };
       expect(integrity.integrity_check).toBe('ok');

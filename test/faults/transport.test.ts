@@ -10,7 +10,7 @@ let server: RunningServer;
 let bearer: string;
 beforeAll(async () => {
   const config = loadConfig({ DATABASE_URL: ':memory:', HOST: '127.0.0.1', PORT: '0' });
-  server = serve(config, { jwtSecret: JWT_SECRET, logger: createLogger('silent') });
+  server = await serve(config, { jwtSecret: JWT_SECRET, logger: createLogger('silent') });
   const jwt = createJwtAuthority({ secret: JWT_SECRET, clock: () => Date.now() });
   bearer = `Bearer ${await jwt.sign({ sub: 1, ttlSeconds: 600 })}`;
 });

@@ -18,7 +18,7 @@ type Created = { apikey: { key: string; secret: string } };
 const JWT_SECRET = 'write-lock-tests-secret-at-least-32-bytes';
 const dir = mkdtempSync(join(tmpdir(), 'keygate-lock-'));
 const path = join(dir, 'keygate.db');
-const keygate = createKeygate(loadConfig({ DATABASE_URL: path, JWT_SECRET }), {
+const keygate = await createKeygate(loadConfig({ DATABASE_URL: path, JWT_SECRET }), {
   jwtSecret: JWT_SECRET,
   logger: createLogger('silent'),
 });
@@ -85,7 +85,9 @@ it('writes answer 503 after busy_timeout while another connection holds the lock
   // Released: writes succeed again without a restart; the refused delete did not happen.
   expect((await create()).status).toBe(201);
   expect((await send('DELETE', `/apikeys/${victim.key}/jwt`, bearer)).status).toBe(204);
-  const rows = keygate.db.$client.query('SELECT id, secret_hash AS hash FROM api_keys').all() as Array<{
+  const rows = (keygate.sqlite as Database)
+    .query('SELECT id, secret_hash AS hash FROM api_keys')
+    .all() as Array<{
     id: string;
     hash: Uint8Array;
   }>;

@@ -3,9 +3,10 @@ import { afterEach, beforeEach, expect, it } from 'bun:test';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate();
+beforeEach(async () => {
+  k = await testKeygate();
 });
+afterEach(() => k.close());
 afterEach(() => k.close());
 
 async function expectCleanError(response: Awaited<ReturnType<TestKeygate['req']>>, status: number) {

@@ -5,13 +5,13 @@ import { createLogger } from '../../src/log';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate({ MAX_KEYS_PER_USER: '100' });
+beforeEach(async () => {
+  k = await testKeygate({ MAX_KEYS_PER_USER: '100' });
 });
 afterEach(() => k.close());
+afterEach(() => k.close());
 
-const count = () =>
-  (k.keygate.db.$client.query('SELECT count(*) AS n FROM api_keys').get() as { n: number }).n;
+const count = async () => Number((await k.keygate.rawQuery('SELECT count(*) AS n FROM api_keys'))[0]?.n);
 
 describe('purgeExpiredKeys', () => {
   it('removes keys at or past their expiry and keeps the live ones', async () => {
@@ -19,7 +19,7 @@ describe('purgeExpiredKeys', () => {
     const live = await k.createKey(1, { expiresIn: 11 });
     k.time.now += 10_000;
     expect(await purgeExpiredKeys(k.keygate.store, () => k.time.now)).toBe(5);
-    expect(count()).toBe(1);
+    expect(await count()).toBe(1);
     expect(await k.keygate.store.findKey(live.key)).toBeDefined();
     expect(await purgeExpiredKeys(k.keygate.store, () => k.time.now)).toBe(0);
   });
@@ -69,7 +69,7 @@ describe('stopping', () => {
       },
     };
     expect(await purgeExpiredKeys(store, () => k.time.now, { batchSize: 2, signal: stop.signal })).toBe(2);
-    expect(count()).toBe(4);
+    expect(await count()).toBe(4);
   });
 
   it('lets startPurgeTimer.stop() return without waiting for a long pass to finish', async () => {
@@ -90,7 +90,7 @@ describe('stopping', () => {
     });
     await firstBatch.promise;
     await timer.stop();
-    expect(count()).toBeGreaterThan(0);
+    expect(await count()).toBeGreaterThan(0);
   });
 });
 
@@ -116,7 +116,7 @@ describe('startPurgeTimer', () => {
     await ran.promise;
     await timer.stop();
     const after = calls;
-    expect(count()).toBe(0);
+    expect(await count()).toBe(0);
     await new Promise((resolve) => setTimeout(resolve, 5));
     expect(calls).toBe(after);
   });

@@ -1,7 +1,10 @@
-// A fresh keygate on :memory: with a movable clock, and a tiny request helper for behaviour tests.
+// A fresh keygate with a movable clock, and a tiny request helper for behaviour tests. It runs on an
+// in-memory SQLite database, or with KEYGATE_TEST_DATABASE=postgres on a fresh PostgreSQL database
+// (test/support/postgres.ts): the same behaviour suite runs on both engines.
 import { type Config, loadConfig } from '../../src/config';
 import { createKeygate } from '../../src/keygate';
 import { createLogger } from '../../src/log';
+import { freshPostgresDatabase, TEST_ENGINE } from './postgres';
 
 export const JWT_SECRET = 'test-secret-that-is-at-least-32-bytes-long';
 export const START = Date.parse('2026-11-22T10:00:00.000Z');
@@ -10,12 +13,20 @@ export type TestResponse = Awaited<ReturnType<TestKeygate['req']>>;
 
 export type TestKeygate = Awaited<ReturnType<typeof testKeygate>>;
 
-export function testKeygate(env: Record<string, string> = {}) {
-  const config: Config = loadConfig({ DATABASE_URL: ':memory:', JWT_SECRET, ...env });
+export async function testKeygate(env: Record<string, string> = {}) {
+  // An identity provider's keys replace the shared secret (only one key source may be set).
+  const asymmetric = ['JWT_JWKS_URL', 'JWT_PUBLIC_KEY', 'JWT_PUBLIC_KEY_FILE'].some((name) => name in env);
+  const databaseUrl = TEST_ENGINE === 'postgres' ? await freshPostgresDatabase() : ':memory:';
+  const config: Config = loadConfig({
+    DATABASE_URL: databaseUrl,
+    DATABASE_POOL_SIZE: '2',
+    ...(asymmetric ? {} : { JWT_SECRET }),
+    ...env,
+  });
   const time = { now: START };
   const written: string[] = [];
-  const logger = createLogger('info', (chunk) => written.push(chunk));
-  const keygate = createKeygate(config, { jwtSecret: JWT_SECRET, logger, clock: () => time.now });
+  const logger = createLogger(config.logLevel, (chunk) => written.push(chunk));
+  const keygate = await createKeygate(config, { jwtSecret: JWT_SECRET, logger, clock: () => time.now });
   /** Every log line written so far, parsed; `msg` filters them. */
   // biome-ignore lint/suspicious/noExplicitAny: tests assert on whatever fields a line has.
   const logLines = (msg?: string): any[] => {

@@ -12,7 +12,7 @@ let server: RunningServer;
 let authorization: string;
 beforeAll(async () => {
   const config = loadConfig({ DATABASE_URL: ':memory:', HOST: '127.0.0.1', PORT: '0' });
-  server = serve(config, { jwtSecret: JWT_SECRET, logger: createLogger('silent') });
+  server = await serve(config, { jwtSecret: JWT_SECRET, logger: createLogger('silent') });
   const jwt = createJwtAuthority({ secret: JWT_SECRET, clock: () => Date.now() });
   const created = await fetch(new URL('apikeys/jwt', server.url), {
     method: 'POST',

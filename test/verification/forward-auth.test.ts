@@ -4,9 +4,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
-beforeEach(() => {
-  k = testKeygate();
+beforeEach(async () => {
+  k = await testKeygate();
 });
+afterEach(() => k.close());
 afterEach(() => k.close());
 
 const xApiKey = (key: string, secret: string) => ({ 'x-api-key': key, 'x-api-secret': secret });
@@ -180,7 +181,7 @@ describe('forward-auth denies', () => {
 
 describe('forward-auth under BASE_PATH', () => {
   it('answers only below the prefix', async () => {
-    const based = testKeygate({ BASE_PATH: '/auth' });
+    const based = await testKeygate({ BASE_PATH: '/auth' });
     try {
       const key = await based.createKey(1);
       const headers = based.basic(key.key, key.secret);

@@ -1,0 +1,26 @@
+// The PostgreSQL schema, the same table as SQLite's. Change it here, then `bun run db:generate` writes
+// the migration. Times are epoch milliseconds in bigint and the hash is hex text: Bun's SQL client has
+// open bugs with timestamp and json columns, and drizzle 0.45 has no bytea column.
+import { bigint, index, pgTable, smallint, text } from 'drizzle-orm/pg-core';
+
+export const apiKeys = pgTable(
+  'api_keys',
+  {
+    id: text('id').primaryKey(),
+    // SHA-256 of the secret, as 64 hex digits: the secret itself is never stored.
+    secretHash: text('secret_hash').notNull(),
+    userId: bigint('user_id', { mode: 'number' }).notNull(),
+    level: smallint('level').notNull(),
+    name: text('name').notNull(),
+    createdAt: bigint('created_at', { mode: 'number' }).notNull(),
+    expiresAt: bigint('expires_at', { mode: 'number' }).notNull(),
+  },
+  (table) => [
+    // The per-user cap counts a user's live keys on this index.
+    index('api_keys_user_expires').on(table.userId, table.expiresAt),
+    // Listing a user's keys newest first, keyset-paged on (created_at, id).
+    index('api_keys_user_created').on(table.userId, table.createdAt, table.id),
+    // The purge finds expired keys in order.
+    index('api_keys_expires').on(table.expiresAt),
+  ],
+);

@@ -1,0 +1,224 @@
+// The ApiKeyStore on PostgreSQL, for any number of replicas on one database. Each write is its own
+// transaction (COMMIT returned before its promise resolves, synchronous_commit on); the per-user cap
+// holds across replicas through a per-user advisory lock taken inside the transaction; a delete or
+// rotation NOTIFYs the other replicas in the same transaction, and LISTEN evicts their cached keys.
+import { and, count, desc, eq, gt, lt, lte, or, sql } from 'drizzle-orm';
+import {
+  type ApiKeyRow,
+  type ApiKeyStore,
+  type KeysChangedListener,
+  StoreUnavailableError,
+} from '../../apikeys/store';
+import type { PostgresDb } from './open';
+import { apiKeys } from './schema';
+
+/** The NOTIFY channel: a payload is the sending replica's id, a space, and the comma-separated key ids. */
+export const KEYS_CHANNEL = 'keygate_keys';
+
+// A NOTIFY payload must stay under 8000 bytes; a key id is at most 131 characters.
+const IDS_PER_NOTIFY = 50;
+
+type Row = typeof apiKeys.$inferSelect;
+
+/** Connection trouble (refused, closed, timed out) and the server's "not now" SQLSTATE classes. */
+function isUnavailable(error: unknown): string | undefined {
+  const { code, errno } = (error ?? {}) as { code?: unknown; errno?: unknown };
+  if (typeof code === 'string' && /^ERR_POSTGRES_(CONNECTION|IDLE|LIFETIME|TLS)/.test(code)) return code;
+  // 08: connection exception; 57P0x: admin/crash shutdown, cannot connect now; 53: out of resources;
+  // 40001/40P01: serialization failure or deadlock, which a retry resolves.
+  if (typeof errno === 'string' && /^(08|57P0|53|40001|40P01)/.test(errno)) return errno;
+  return undefined;
+}
+
+function unavailableOr(error: unknown): never {
+  const code = isUnavailable(error);
+  if (code !== undefined) throw new StoreUnavailableError(code, { cause: error });
+  throw error;
+}
+
+const toRow = (row: Row): ApiKeyRow => ({ ...row, secretHash: Buffer.from(row.secretHash, 'hex') });
+const toColumns = (row: ApiKeyRow): Row => ({
+  ...row,
+  secretHash: Buffer.from(row.secretHash).toString('hex'),
+});
+
+export type PostgresStoreOptions = {
+  /** Subscribe to other replicas' changes (off for one-shot commands such as `keygate purge`). */
+  listen: boolean;
+};
+
+export async function createPostgresApiKeyStore(
+  db: PostgresDb,
+  { listen }: PostgresStoreOptions,
+): Promise<ApiKeyStore> {
+  const listeners = new Set<KeysChangedListener>();
+  const announce = (ids: readonly string[] | 'all') => {
+    if (ids.length === 0) return;
+    for (const listener of listeners) listener(ids);
+  };
+  const inFlight = new Set<Promise<unknown>>();
+  /** Runs one write transaction; its promise settles after COMMIT returned and the change is announced. */
+  const write = <T>(work: (tx: Parameters<Parameters<PostgresDb['transaction']>[0]>[0]) => Promise<T>) => {
+    const done = db
+      .transaction(async (tx) => {
+        // Durability must not depend on the server's default: a 201 or 204 means the commit is on disk.
+        await tx.execute(sql`SET LOCAL synchronous_commit TO on`);
+        return work(tx);
+      })
+      .catch(unavailableOr);
+    inFlight.add(done);
+    const forget = () => inFlight.delete(done);
+    done.then(forget, forget);
+    return done;
+  };
+  // This replica announces its own changes as they commit; its own notifications, echoed back, are skipped.
+  const replicaId = crypto.randomUUID();
+  const notify = async (tx: { execute: PostgresDb['execute'] }, ids: readonly string[]) => {
+    for (let i = 0; i < ids.length; i += IDS_PER_NOTIFY) {
+      const payload = `${replicaId} ${ids.slice(i, i + IDS_PER_NOTIFY).join(',')}`;
+      await tx.execute(sql`SELECT pg_notify(${KEYS_CHANNEL}, ${payload})`);
+    }
+  };
+  /** Serialises the writes that count one user's keys, across every replica, until the transaction ends. */
+  const lockUser = (tx: { execute: PostgresDb['execute'] }, userId: number) =>
+    tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`keygate.user.${userId}`}, 0))`);
+  const liveCount = async (tx: Pick<PostgresDb, 'select'>, userId: number, now: number) => {
+    const [row] = await tx
+      .select({ n: count() })
+      .from(apiKeys)
+      .where(and(eq(apiKeys.userId, userId), gt(apiKeys.expiresAt, now)));
+    return row?.n ?? 0;
+  };
+
+  async function drained(): Promise<void> {
+    await Promise.allSettled([...inFlight]);
+  }
+
+  if (listen) {
+    let subscribed = false;
+    await db.$client
+      .listen(
+        KEYS_CHANNEL,
+        (payload) => {
+          const [sender, ids = ''] = payload.split(' ');
+          if (sender !== replicaId) announce(ids.split(',').filter(Boolean));
+        },
+        () => {
+          // After a reconnect, notifications sent meanwhile are lost: forget every cached key.
+          if (subscribed) announce('all');
+          subscribed = true;
+        },
+      )
+      .catch(unavailableOr);
+  }
+
+  return {
+    async findKey(id) {
+      const [row] = await db.select().from(apiKeys).where(eq(apiKeys.id, id)).catch(unavailableOr);
+      return row === undefined ? undefined : toRow(row);
+    },
+
+    async listLiveKeys({ userId, now, maxLevel, after, limit }) {
+      const live = and(eq(apiKeys.userId, userId), gt(apiKeys.expiresAt, now), lte(apiKeys.level, maxLevel));
+      const rows = await db
+        .select()
+        .from(apiKeys)
+        .where(
+          after === undefined
+            ? live
+            : and(
+                live,
+                or(
+                  lt(apiKeys.createdAt, after.createdAt),
+                  and(eq(apiKeys.createdAt, after.createdAt), lt(apiKeys.id, after.id)),
+                ),
+              ),
+        )
+        .orderBy(desc(apiKeys.createdAt), desc(apiKeys.id))
+        .limit(limit)
+        .catch(unavailableOr);
+      return rows.map(toRow);
+    },
+
+    async insertKeyWithinLimit(row, limit) {
+      const outcome = await write(async (tx) => {
+        await lockUser(tx, row.userId);
+        if ((await liveCount(tx, row.userId, row.createdAt)) >= limit) return 'limit-reached' as const;
+        await tx.insert(apiKeys).values(toColumns(row));
+        return 'inserted' as const;
+      });
+      // Ids are random, so no other replica can have this one cached as unknown: a local event only.
+      if (outcome === 'inserted') announce([row.id]);
+      return outcome;
+    },
+
+    async deleteKey(id) {
+      const deleted = await write(async (tx) => {
+        const rows = await tx.delete(apiKeys).where(eq(apiKeys.id, id)).returning({ id: apiKeys.id });
+        if (rows.length > 0) await notify(tx, [id]);
+        return rows.length > 0;
+      });
+      if (deleted) announce([id]);
+      return deleted;
+    },
+
+    async rotateKey({ previousId, previousExpiresAt, next, limit }) {
+      const outcome = await write(async (tx) => {
+        const now = next.createdAt;
+        if (limit !== undefined) await lockUser(tx, next.userId);
+        // Locked and checked again inside the transaction: a delete or rotation elsewhere may have won.
+        const [previous] = await tx
+          .select({ expiresAt: apiKeys.expiresAt })
+          .from(apiKeys)
+          .where(eq(apiKeys.id, previousId))
+          .for('update');
+        if (previous === undefined || previous.expiresAt <= now) return 'not-found' as const;
+        if (limit !== undefined && (await liveCount(tx, next.userId, now)) >= limit) {
+          return 'limit-reached' as const;
+        }
+        await tx.update(apiKeys).set({ expiresAt: previousExpiresAt }).where(eq(apiKeys.id, previousId));
+        await tx.insert(apiKeys).values(toColumns(next));
+        await notify(tx, [previousId]);
+        return 'rotated' as const;
+      });
+      if (outcome === 'rotated') announce([previousId, next.id]);
+      return outcome;
+    },
+
+    async deleteExpiredBatch(now, limit) {
+      // SKIP LOCKED: replicas purging at the same time take different rows, and none waits on another.
+      const ids = await write(async (tx) => {
+        const rows = await tx.execute<{ id: string }>(sql`
+          DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ANY(ARRAY(
+            SELECT ${apiKeys.id} FROM ${apiKeys} WHERE ${apiKeys.expiresAt} <= ${now}
+            ORDER BY ${apiKeys.expiresAt} LIMIT ${limit} FOR UPDATE SKIP LOCKED))
+          RETURNING ${apiKeys.id}`);
+        // Expired keys are refused everywhere already (the expiry is checked); no need to NOTIFY.
+        return [...rows].map((row) => row.id);
+      });
+      announce(ids);
+      return ids.length;
+    },
+
+    onKeysChanged(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+
+    drained,
+
+    async ping() {
+      try {
+        await db.$client`SELECT 1`;
+        return true;
+      } catch {
+        return false;
+      }
+    },
+
+    async close() {
+      await drained();
+      await db.$client.close({ timeout: 5 });
+    },
+  };
+}
