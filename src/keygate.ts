@@ -46,7 +46,9 @@ export async function openStore(
     listen = true,
     onCommit,
   }: {
-    listen?: boolean /** SQLite's group-commit observer (metrics). */;
+    /** PostgreSQL: subscribe to other replicas' changes (off for one-shot commands such as purge). */
+    listen?: boolean;
+    /** SQLite: the group-commit observer (metrics). */
     onCommit?: (batch: CommitBatch) => void;
   } = {},
 ): Promise<OpenedStore> {

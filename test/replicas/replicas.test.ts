@@ -4,7 +4,7 @@
 // Runs in `bun run test:postgres`; plain `bun test` (SQLite) skips it.
 import { afterAll, describe, expect, it } from 'bun:test';
 import { SQL } from 'bun';
-import { sharedPostgres, TEST_ENGINE } from '../support/postgres';
+import { sharedPostgres, startPostgres, TEST_ENGINE } from '../support/postgres';
 import { bearerFor, type Replica, startReplica } from '../support/replicas';
 
 const running: Replica[] = [];
@@ -145,29 +145,34 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('replicas on one PostgreSQL database
     await sql.close();
   }, 60_000);
 
-  it('while the database is down, requests that need it and /health answer 503; then it recovers alone', async () => {
+  it('while the database is down, requests that need it and /health answer 503; then it recovers alone, LISTEN too', async () => {
     // Its own server: stopping the shared one would stop every other test's databases.
-    const { startPostgres } = await import('../support/postgres');
     const server = await startPostgres();
     try {
-      const [replica] = (await replicas(server.url, 1)) as [Replica];
+      // An hour of key cache: after the restart only a re-established LISTEN can evict in time.
+      const [a, b] = (await replicas(server.url, 2, { KEY_CACHE_SECONDS: '3600' })) as [Replica, Replica];
       const headers = await bearerFor(5);
-      expect((await replica.req('POST', '/apikeys/jwt', { headers, body: createBody })).status).toBe(201);
+      expect((await a.req('POST', '/apikeys/jwt', { headers, body: createBody })).status).toBe(201);
       server.stop();
-      const down = await replica.req('POST', '/apikeys/jwt', { headers, body: createBody });
+      const down = await a.req('POST', '/apikeys/jwt', { headers, body: createBody });
       expect(down.status).toBe(503);
       expect(down.json.result).toBe('error');
-      expect((await replica.req('GET', '/health')).status).toBe(503);
+      expect((await a.req('GET', '/health')).status).toBe(503);
       // Needs no database: a token is checked in memory.
-      expect(
-        (await replica.req('POST', '/apikeys/verify', { body: { token: headers.authorization?.slice(7) } }))
-          .status,
-      ).toBe(200);
+      const token = headers.authorization?.slice('Bearer '.length);
+      expect((await a.req('POST', '/apikeys/verify', { body: { token } })).status).toBe(200);
       server.start();
-      await within(10_000, async () => (await replica.req('GET', '/health')).status === 200);
-      expect((await replica.req('POST', '/apikeys/jwt', { headers, body: createBody })).status).toBe(201);
-      expect(replica.lines('unexpected error')).toHaveLength(0);
-      expect(await replica.stop()).toBe(0);
+      for (const replica of [a, b]) {
+        await within(10_000, async () => (await replica.req('GET', '/health')).status === 200);
+      }
+      const key = (await a.req('POST', '/apikeys/jwt', { headers, body: createBody })).json.apikey;
+      const verify = () => b.req('POST', '/apikeys/verify', { body: { key: key.key, secret: key.secret } });
+      // The listener reconnects with a backoff of its own: wait until B sees A's writes by NOTIFY again.
+      expect((await verify()).json.code).toBe('VALID');
+      expect((await a.req('DELETE', `/apikeys/${key.key}/jwt`, { headers })).status).toBe(204);
+      await within(5_000, async () => (await verify()).json.code === 'NOT_FOUND');
+      for (const replica of [a, b]) expect(replica.lines('unexpected error')).toHaveLength(0);
+      for (const replica of [a, b]) expect(await replica.stop()).toBe(0);
     } finally {
       server.destroy();
     }
