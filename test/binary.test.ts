@@ -112,8 +112,9 @@ describe('dist/keygate', () => {
       `POST /apikeys/jwt HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
         `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
     );
-    // Half the body is on its way: give the server a moment to start the request before the signal.
-    await Bun.sleep(150);
+    // Half the body is on its way. Once another connection's request is answered, the server's loop
+    // has read those bytes (they were there first), so the request is in flight when the signal comes.
+    expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
     proc.kill('SIGTERM');
     for (let chunk = await lines.read(); !chunk.done; chunk = await lines.read()) {
       if (new TextDecoder().decode(chunk.value).includes('"msg":"stopping"')) break;
