@@ -4,13 +4,20 @@
 #   docker run -d --name keygate -p 127.0.0.1:3000:3000 -v keygate-data:/data keygate
 #
 # Two stages: Bun compiles src/ into one self-contained executable, and the runtime image holds only
-# that file on Debian slim (the binary links glibc, so scratch and Alpine/musl will not run it).
+# that file on Debian 13 (trixie) slim (the binary links glibc, so scratch and Alpine/musl will not run
+# it; docs/docker.md says why trixie-slim rather than distroless/cc). Labels come from build args:
+#
+#   docker build --build-arg REVISION=$(git rev-parse HEAD) \
+#     --build-arg CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ) --build-arg SOURCE=<repository URL> -t keygate .
+#
 # See docs/docker.md; scripts/container-smoke.sh builds and exercises this file end to end.
 
 # ---------------------------------------------------------------------------------------------------
 # Build stage
 # ---------------------------------------------------------------------------------------------------
-FROM docker.io/oven/bun:1.4 AS build
+# The exact Bun that CI and package.json's checks use (.ci/run pins 1.4.4): a floating 1.4 tag would
+# change the compiler under an unchanged Dockerfile.
+FROM docker.io/oven/bun:1.4.4 AS build
 WORKDIR /src
 
 # Dependencies first, so editing the sources does not re-run the install. --production skips the
@@ -23,22 +30,31 @@ RUN bun install --frozen-lockfile --production
 COPY tsconfig.json drizzle.config.ts ./
 COPY drizzle ./drizzle
 COPY src ./src
-RUN bun run build && ./dist/keygate --version
+COPY scripts/build.ts ./scripts/build.ts
+# The build context has no .git: the commit that --version reports comes in as a build arg.
+ARG REVISION=""
+RUN KEYGATE_COMMIT="${REVISION:-unknown}" bun run build && ./dist/keygate --version
 
 # ---------------------------------------------------------------------------------------------------
 # Runtime stage
 # ---------------------------------------------------------------------------------------------------
-FROM docker.io/library/debian:bookworm-slim AS runtime
+FROM docker.io/library/debian:trixie-slim AS runtime
 
-# Default matches package.json; CI passes --build-arg VERSION=... for releases.
+# VERSION defaults to package.json's; REVISION (the commit), CREATED (RFC 3339) and SOURCE (the
+# repository URL) are given by whoever builds, and stay empty rather than invented when not given.
 ARG VERSION=1.0.0
+ARG REVISION=""
+ARG CREATED=""
+ARG SOURCE=""
 
-# org.opencontainers.image.source is a placeholder: set it to the real repository URL.
 LABEL org.opencontainers.image.title="keygate" \
       org.opencontainers.image.description="The API-key service: create and delete API keys over HTTP, one self-contained binary." \
       org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.source="${SOURCE}" \
       org.opencontainers.image.licenses="MIT" \
-      org.opencontainers.image.source="https://example.com/keygate"
+      org.opencontainers.image.base.name="docker.io/library/debian:trixie-slim"
 
 # A fixed, unprivileged UID/GID so a bind-mounted /data can be prepared with `chown 10001:10001`.
 # No packages are installed: the binary needs only glibc, and keygate makes no outgoing TLS calls

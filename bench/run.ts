@@ -1,8 +1,11 @@
 // The load benchmark (`bun run bench`): builds dist/keygate, runs it pinned to CPU 0 beside a bare
 // Elysia "ceiling" on the same core, drives both with wrk pinned to CPU 1, and writes bench/RESULTS.md.
 // Every keygate run sits between two ceiling-POST runs of the same round; its ratio is to their mean.
-// Options: --duration S --warmup S --rounds N --connections N --users N --seed N --purge
-//          --log-level L --no-build (each also BENCH_DURATION, BENCH_ROUNDS, ... in the environment).
+// Options: --duration S --warmup S --rounds N --connections N --users N --seed N --purge --postgres
+//          --log-level L --no-build --metrics (each also BENCH_DURATION, BENCH_ROUNDS, ... in the environment).
+// --postgres runs every case once more on a throwaway PostgreSQL (Debian's server, pinned to the
+// server's CPU beside keygate, synchronous_commit on), from the same empty database.
+// --metrics: keygate also serves /metrics on a second port (to measure what metrics cost).
 
 import { Database } from 'bun:sqlite';
 import { randomBytes } from 'node:crypto';
@@ -18,9 +21,11 @@ import {
 } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import type { Subprocess } from 'bun';
+import { SQL, type Subprocess } from 'bun';
 import { createJwtAuthority } from '../src/auth/jwt';
 import { systemClock } from '../src/clock';
+import { openPostgres } from '../src/db/postgres/open';
+import { startPostgres, type ThrowawayPostgres } from '../test/support/postgres';
 import { seedKeys } from './seed';
 
 const ROOT = join(import.meta.dir, '..');
@@ -43,6 +48,8 @@ type Options = {
   users: number;
   seed: number;
   purge: boolean;
+  metrics: boolean;
+  postgres: boolean;
   logLevel: string;
   build: boolean;
   startups: number;
@@ -60,6 +67,8 @@ function parseOptions(argv: string[]): Options {
     users: Number(env('USERS', '1000')),
     seed: Number(env('SEED', '0')),
     purge: env('PURGE', '') === '1',
+    metrics: env('METRICS', '') === '1',
+    postgres: env('POSTGRES', '') === '1',
     logLevel: env('LOG_LEVEL', 'info'),
     build: env('BUILD', '1') !== '0',
     startups: Number(env('STARTUPS', '20')),
@@ -73,6 +82,8 @@ function parseOptions(argv: string[]): Options {
       return next;
     };
     if (arg === '--purge') options.purge = true;
+    else if (arg === '--metrics') options.metrics = true;
+    else if (arg === '--postgres') options.postgres = true;
     else if (arg === '--no-build') options.build = false;
     else if (arg === '--duration') options.duration = Number(value());
     else if (arg === '--warmup') options.warmup = Number(value());
@@ -217,6 +228,7 @@ async function startKeygate(dbPath: string, env: Record<string, string>, log: st
       DATABASE_URL: dbPath,
       JWT_SECRET: jwtSecret,
       LOG_LEVEL: options.logLevel,
+      ...(options.metrics ? { METRICS_HOST: '127.0.0.1', METRICS_PORT: String(freePort()) } : {}),
       ...env,
     },
     stdout: log,
@@ -239,6 +251,8 @@ const jwtSecret = randomBytes(48).toString('base64url');
 
 type Fixtures = {
   bearerFile: string;
+  /** User 1's token only. */
+  oneUserBearerFile: string;
   basicFile: string;
   wrongSecretFile: string;
   verifyKeyFile: string;
@@ -272,6 +286,8 @@ async function prepareFixtures(): Promise<Fixtures> {
   };
   const templates: Record<string, string> = { empty: join(scratch, 'template-empty.db') };
   seedKeys(templates.empty as string, [callerKeys]);
+  // The PostgreSQL runs start from the same rows, copied over per run (toPostgres).
+  if (options.postgres) templates.postgres = templates.empty as string;
   // The seeded keys belong to ten times as many users as the load uses, the load's users among them.
   const seededUsers = users * 10;
   if (options.seed > 0) {
@@ -312,6 +328,7 @@ async function prepareFixtures(): Promise<Fixtures> {
   };
   return {
     bearerFile: write('bearer.txt', bearers),
+    oneUserBearerFile: write('bearer-one-user.txt', bearers.slice(0, 1)),
     basicFile: write('basic.txt', basics),
     wrongSecretFile: write('wrong-secret.txt', wrongSecrets),
     verifyKeyFile: write('verify-key.txt', verifyKeys),
@@ -339,6 +356,65 @@ function seedKeysToDelete(dbPath: string, count: number, listPath: string): stri
   return listPath;
 }
 
+// ---------------------------------------------------------------- PostgreSQL (--postgres)
+
+let postgres: { server: ThrowawayPostgres; admin: SQL } | undefined;
+const PG_TEMPLATE = 'bench_template';
+
+/** A throwaway PostgreSQL pinned to the server's CPU, and a migrated, empty template database. */
+async function startBenchPostgres(): Promise<void> {
+  const server = await startPostgres({ maxConnections: 300 });
+  process.on('exit', () => server.destroy());
+  // Its processes share keygate's core, as SQLite's work shares keygate's process.
+  const pids = [String(server.pid())];
+  const children = Bun.spawnSync(['ps', '-o', 'pid=', '--ppid', String(server.pid())]).stdout.toString();
+  pids.push(
+    ...children
+      .split('\n')
+      .map((pid) => pid.trim())
+      .filter(Boolean),
+  );
+  for (const pid of pids) Bun.spawnSync(['taskset', '-a', '-pc', SERVER_CPU, pid], { stdout: 'ignore' });
+  const templateUrl = server.createDatabase(PG_TEMPLATE);
+  const db = await openPostgres(templateUrl, 1);
+  await db.$client.close();
+  postgres = { server, admin: new SQL(server.url.replace(/\/keygate$/, '/postgres'), { max: 1 }) };
+  say(`PostgreSQL ${server.url} (pinned to CPU ${SERVER_CPU}, synchronous_commit on)`);
+}
+
+async function stopBenchPostgres(): Promise<void> {
+  if (!postgres) return;
+  await postgres.admin.close();
+  postgres.server.destroy();
+  postgres = undefined;
+}
+
+/** A fresh PostgreSQL database holding the rows of the SQLite file a case prepared; its URL. */
+async function toPostgres(dbPath: string, label: string): Promise<string> {
+  if (!postgres) throw new Error('PostgreSQL is not started');
+  const name = `bench_${label.replace(/\W+/g, '_').toLowerCase()}`;
+  await postgres.admin.unsafe(`CREATE DATABASE ${name} TEMPLATE ${PG_TEMPLATE}`);
+  const url = postgres.server.url.replace(/\/keygate$/, `/${name}`);
+  const source = new Database(dbPath, { readonly: true });
+  const rows = source
+    .query('SELECT id, secret_hash, user_id, level, name, created_at, expires_at FROM api_keys')
+    .all() as Array<Record<string, unknown> & { secret_hash: Uint8Array }>;
+  source.close();
+  const target = new SQL(url, { max: 1 });
+  for (let i = 0; i < rows.length; i += 5000) {
+    const batch = rows
+      .slice(i, i + 5000)
+      .map((row) => ({ ...row, secret_hash: Buffer.from(row.secret_hash).toString('hex') }));
+    await target`INSERT INTO api_keys ${target(batch)}`;
+  }
+  await target.close();
+  return url;
+}
+
+async function dropPostgres(url: string): Promise<void> {
+  await postgres?.admin.unsafe(`DROP DATABASE IF EXISTS ${new URL(url).pathname.slice(1)}`);
+}
+
 // ---------------------------------------------------------------- the cases
 
 type CaseName =
@@ -349,12 +425,17 @@ type CaseName =
   | 'auth failure (403)'
   | 'verify (key)'
   | 'verify (token)'
-  | 'forward-auth (key)';
+  | 'forward-auth (key)'
+  | 'create by one user (0 keys)'
+  | 'create by one user (10k keys)'
+  | 'create by one user (100k keys)';
 
 type Case = {
   name: CaseName;
   /** Expected status; non-2xx counts are reported as "unexpected" only where 2xx is expected. */
   expect: number;
+  /** Settings of keygate for this case only. */
+  env?: Record<string, string>;
   /** Builds the wrk script and args for a run that lasts `seconds` on this database. */
   load(dbPath: string, seconds: number, label: string, rateHint: number): { script: string; args: string[] };
 };
@@ -396,6 +477,22 @@ function cases(fixtures: Fixtures): Case[] {
       expect: 200,
       load: () => ({ script: 'post-body.lua', args: ['/apikeys/verify', fixtures.verifyTokenFile] }),
     },
+    ...([0, 10_000, 100_000] as const).map(
+      (held): Case => ({
+        name: `create by one user (${held === 0 ? '0' : `${held / 1000}k`} keys)` as CaseName,
+        expect: 201,
+        // One user holds `held` live keys and creates more; the cap is out of the way.
+        env: { MAX_KEYS_PER_USER: '1000000000' },
+        load: (dbPath) => {
+          if (held > 0) {
+            seedKeys(dbPath, [
+              { count: held, userOf: () => 1, level: 1, expiresAt: Date.now() + DAY_MS, name: 'held' },
+            ]);
+          }
+          return { script: 'create.lua', args: ['/apikeys/jwt', fixtures.oneUserBearerFile] };
+        },
+      }),
+    ),
     {
       name: 'forward-auth (key)',
       expect: 200,
@@ -491,6 +588,7 @@ async function main(): Promise<void> {
   copyFileSync(BUILT_BINARY, BINARY);
   chmodSync(BINARY, 0o755);
 
+  if (options.postgres) await startBenchPostgres();
   const fixtures = await prepareFixtures();
   const ceilingPort = freePort();
   const ceiling = start(['taskset', '-c', SERVER_CPU, 'bun', join(BENCH, 'ceiling.ts')], {
@@ -527,7 +625,8 @@ async function main(): Promise<void> {
         copyFileSync(fixtures.templates[db] as string, dbPath);
         const warm = benchCase.load(dbPath, options.warmup, `${label}-warm`, rateHint);
         const measured = benchCase.load(dbPath, options.duration, label, rateHint);
-        const keygate = await startKeygate(dbPath, {}, join(scratch, `${label}.log`));
+        const databaseUrl = db === 'postgres' ? await toPostgres(dbPath, label) : dbPath;
+        const keygate = await startKeygate(databaseUrl, benchCase.env ?? {}, join(scratch, `${label}.log`));
         const idle = memoryOf(keygate.child.pid);
         await wrk(keygate.url, warm.script, warm.args, options.warmup, options.connections);
         const figures = await wrk(
@@ -542,6 +641,7 @@ async function main(): Promise<void> {
         rmSync(dbPath, { force: true });
         rmSync(`${dbPath}-wal`, { force: true });
         rmSync(keygate.log, { force: true });
+        if (db === 'postgres') await dropPostgres(databaseUrl);
         memory[db]?.idleKb.push(idle.rssKb);
         memory[db]?.peakKb.push(peak.hwmKb);
         const next = await ceilingPost(options.duration);
@@ -569,6 +669,7 @@ async function main(): Promise<void> {
 
   const purge = options.purge ? await measurePurge(fixtures) : undefined;
   await stop(ceiling);
+  await stopBenchPostgres();
 
   const binaryBytes = statSync(BINARY).size;
   const report = renderReport({ runs, ceilingGets, startup, memory, purge, binaryBytes, dbs });
@@ -748,7 +849,12 @@ function renderReport(input: {
   for (const name of names) {
     for (const db of dbs) {
       const m = medians(group(name, db));
-      const dbLabel = db === 'seeded' ? `${thousands(options.seed)} keys` : 'empty';
+      const dbLabel =
+        db === 'seeded'
+          ? `${thousands(options.seed)} keys`
+          : db === 'postgres'
+            ? 'empty, PostgreSQL'
+            : 'empty';
       out.push(
         `| ${name} | ${dbLabel} | ${thousands(m.rps)} | ${fixed(m.p50)} | ${fixed(m.p99)} | ${fixed(m.max)} | ${thousands(m.non2xx)} | ${fixed(m.ratio)} | ${fixed(m.p99Ratio)} |`,
       );

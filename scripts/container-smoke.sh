@@ -8,6 +8,9 @@
 #   ENGINE=podman|docker   container engine (default podman)
 #   IMAGE=keygate:smoke    tag to build and test
 #   BUILD_ARGS="..."       extra build flags; with podman the default adds --pull=never (local base images)
+#   BASE_IMAGE=...         the runtime base, to tell what keygate's layers add (default debian:trixie-slim)
+# The build passes REVISION (git rev-parse HEAD), CREATED (now) and, when the checkout has an origin
+# remote, SOURCE; the image's labels must carry them.
 #   REMOVE_IMAGE=1         also remove the image at the end (same as --remove-image)
 #
 # Everything it creates (containers, the volume, with --remove-image the image) is removed on exit,
@@ -33,7 +36,7 @@ if [ "$ENGINE" = podman ]; then
 else
   BUILD_ARGS=${BUILD_ARGS:-}
 fi
-BASE_IMAGE=docker.io/library/debian:bookworm-slim
+BASE_IMAGE=${BASE_IMAGE:-docker.io/library/debian:trixie-slim}
 STOP_TIMEOUT=10 # seconds the engine waits after SIGTERM before SIGKILL
 HEALTHY_WITHIN=30 # seconds a fresh container may take to answer /health
 
@@ -165,7 +168,11 @@ if [ "$BUILD" = 1 ]; then
   log "building $IMAGE with $ENGINE build $BUILD_ARGS"
   t0=$(now_ms)
   # shellcheck disable=SC2086 # BUILD_ARGS is a list of flags
-  timeout 1800 "$ENGINE" build $BUILD_ARGS -t "$IMAGE" . >"$WORK/build.log" 2>&1 \
+  REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+  label_args=(--build-arg "REVISION=$REVISION" --build-arg "CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)")
+  source_url=$(git remote get-url origin 2>/dev/null || true)
+  [ -n "$source_url" ] && label_args+=(--build-arg "SOURCE=$source_url")
+  timeout 1800 "$ENGINE" build $BUILD_ARGS "${label_args[@]}" -t "$IMAGE" . >"$WORK/build.log" 2>&1 \
     || { tail -n 40 "$WORK/build.log" >&2; fail "image build failed"; }
   note "build: $(($(now_ms) - t0)) ms"
 else
@@ -187,6 +194,15 @@ esac
 user=$("$ENGINE" image inspect --format '{{.Config.User}}' "$IMAGE")
 version_label=$("$ENGINE" image inspect --format '{{index .Config.Labels "org.opencontainers.image.version"}}' "$IMAGE")
 case "$version_label" in "" | "<no value>") fail "no org.opencontainers.image.version label" ;; esac
+label() { "$ENGINE" image inspect --format "{{index .Config.Labels \"org.opencontainers.image.$1\"}}" "$IMAGE"; }
+if [ "$BUILD" = 1 ]; then
+  [ "$(label revision)" = "$REVISION" ] || fail "revision label is '$(label revision)', built from $REVISION"
+  [[ "$(label created)" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T ]] || fail "created label is '$(label created)'"
+  image_version=$(eng run --rm "$IMAGE" --version)
+  [[ "$image_version" == *"(commit $REVISION,"* ]] || fail "keygate --version in the image says: $image_version"
+  note "keygate --version in the image: $image_version"
+fi
+note "labels: version $version_label, revision $(label revision), created $(label created), source '$(label source)'"
 log "image user $user, version label $version_label"
 
 # ---- 3. first container ---------------------------------------------------------------------------

@@ -3,11 +3,10 @@
 //   flock /tmp/keygate-load.lock bun scripts/slow-clients.ts [--connections 1000] [--seconds 30]
 // Reports the normal client's p50/p99 without and with them (pass: p99 within 2×), and how long the
 // server let each slow connection live (pass: every one closed by the server, none past
-// IDLE_TIMEOUT_SECONDS + 5 s: the timer that closes them ticks every few seconds).
+// HEADER_TIMEOUT_SECONDS + 5 s: the timer that closes them ticks every few seconds).
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Socket } from 'bun';
-import { IDLE_TIMEOUT_SECONDS } from '../src/serve';
 import { createMixedLoad } from './support/load';
 import { flag, percentile, round, startKeygate, stopGracefully, tempDir } from './support/server';
 
@@ -15,7 +14,10 @@ const connections = flag('connections', 1000);
 const seconds = flag('seconds', 30);
 const CLIENT_CONCURRENCY = 8;
 const TRICKLE_EVERY_MS = 500;
-const CLOSE_LIMIT_S = IDLE_TIMEOUT_SECONDS + 5;
+// These connections never finish their headers: Bun closes them on its own fixed timer (~10 s), not
+// on IDLE_TIMEOUT_SECONDS, which governs keep-alive connections between requests.
+const HEADER_TIMEOUT_SECONDS = 10;
+const CLOSE_LIMIT_S = HEADER_TIMEOUT_SECONDS + 5;
 
 // Both ends of 1,000 connections plus the normal client: make sure the descriptors are there.
 const limit = Number(Bun.spawnSync(['sh', '-c', 'ulimit -n']).stdout.toString().trim());
@@ -134,7 +136,7 @@ const summary = (values: number[]) => {
 const ratio = withSlow.p99 / without.p99;
 const report = {
   connections,
-  idleTimeoutSeconds: IDLE_TIMEOUT_SECONDS,
+  headerTimeoutSeconds: HEADER_TIMEOUT_SECONDS,
   normalClient: { without, with: withSlow, p99Ratio: round(ratio) },
   slowConnectionLifetimeSeconds: { idle: summary(lifetimes.idle), trickle: summary(lifetimes.trickle) },
   heldOpenDuringRun: openDuring,

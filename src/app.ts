@@ -1,19 +1,21 @@
 // createApp wires the routes, the authentication schemes and the one error mapping; no logic here.
-import { openapi } from '@elysiajs/openapi';
 import { Elysia, ValidationError } from 'elysia';
 import { createAuditLog } from './apikeys/audit';
-import { describeCreateBodyProblem } from './apikeys/model';
+import { describeCreateBodyProblem, ErrorResponse, HealthResponse } from './apikeys/model';
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
 import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
 import { forwardAuthRoutes } from './auth/forward-auth';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
-import type { Verifier } from './auth/verification';
+import type { OnVerdict, Verifier } from './auth/verification';
 import { verifyRoutes } from './auth/verify';
-import { requestIdOf } from './http/edge';
+import { recordRouteTemplate, requestIdOf } from './http/edge';
 import { errorResponse, HttpError } from './http/errors';
+import { openApiDocument } from './http/openapi';
+import { referencePage } from './http/reference-page';
 import type { Logger } from './log';
+import { RequestGoneError } from './request-scope';
 import { VERSION } from './version';
 
 export type AppDeps = {
@@ -24,13 +26,47 @@ export type AppDeps = {
   logger: Logger;
   basePath: string;
   maxExpiresInSeconds: number;
+  /** Metrics: the outcome of each verify (`verify`) and forward-auth (`forward_auth`) check. */
+  onVerification?: (path: 'verify' | 'forward_auth', ...outcome: Parameters<OnVerdict>) => void;
 };
 
-export function createApp({ service, store, jwt, verifier, logger, basePath, maxExpiresInSeconds }: AppDeps) {
+export function createApp({
+  service,
+  store,
+  jwt,
+  verifier,
+  logger,
+  basePath,
+  maxExpiresInSeconds,
+  onVerification,
+}: AppDeps) {
   const routes = { service, maxExpiresInSeconds, audit: createAuditLog(logger) };
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
-  return new Elysia({ prefix: basePath, normalize: false, strictPath: true })
-    .onError(({ code, error, request, path }) => {
+  // The route template is recorded in the first hook (transform), so requests that then fail
+  // authentication or the body are still counted under their route.
+  const app = new Elysia({ prefix: basePath, normalize: false, strictPath: true });
+  // Built from every route of `app` on first request, so routes added below are all in it.
+  const openApi = openApiDocument(app, {
+    basePath,
+    info: { title: 'keygate', version: VERSION, description: 'Create, manage and verify API keys.' },
+    tags: [
+      { name: 'API keys', description: 'Create, list, get, rotate and delete API keys.' },
+      { name: 'Verification', description: 'Verify a credential, or forward-auth for a reverse proxy.' },
+      { name: 'Operations', description: 'Health.' },
+    ],
+    securitySchemes: {
+      bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+      basic: { type: 'http', scheme: 'basic' },
+      apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+      apiSecret: { type: 'apiKey', in: 'header', name: 'X-API-Secret' },
+    },
+  });
+  return app
+    .onTransform({ as: 'global' }, ({ request, route }) =>
+      recordRouteTemplate(request, route.slice(basePath.length)),
+    )
+    .onError(({ code, error, request, path, route }) => {
+      if (route) recordRouteTemplate(request, route.slice(basePath.length));
       if (error instanceof HttpError) return errorResponse(error.status, error.message, error.headers);
       if (error instanceof ValidationError && error.type === 'body') {
         return errorResponse(
@@ -42,6 +78,8 @@ export function createApp({ service, store, jwt, verifier, logger, basePath, max
       if (error instanceof ValidationError && error.type === 'params') {
         return errorResponse(400, 'The key id in the path is not valid percent-encoding.');
       }
+      // Nobody reads this answer (the connection is gone); its status tells the log what happened.
+      if (error instanceof RequestGoneError) return errorResponse(499, error.message);
       if (code === 'NOT_FOUND') return errorResponse(404, `There is no ${request.method} ${path}.`);
       if (code === 'PARSE') return errorResponse(400, 'The body is not valid JSON.');
       const requestId = requestIdOf(request);
@@ -63,26 +101,20 @@ export function createApp({ service, store, jwt, verifier, logger, basePath, max
         if (!(await store.ping())) throw new HttpError(503, 'The database does not answer.');
         return { status: 'ok' as const };
       },
-      { detail: { summary: 'Health: 200 once the database answers', tags: ['Operations'] } },
+      {
+        response: { 200: HealthResponse, 503: ErrorResponse },
+        detail: { summary: 'Health: 200 once the database answers', tags: ['Operations'] },
+      },
     )
-    .use(
-      openapi({
-        path: '/openapi',
-        documentation: {
-          info: { title: 'keygate', version: VERSION, description: 'Create and delete API keys.' },
-          components: {
-            securitySchemes: {
-              bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
-              basic: { type: 'http', scheme: 'basic' },
-              apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
-              apiSecret: { type: 'apiKey', in: 'header', name: 'X-API-Secret' },
-            },
-          },
-        },
-      }),
-    )
+    .get('/openapi/json', () => openApi(), { detail: { hide: true } })
+    .use(referencePage())
     .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(jwt) }))
     .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }))
-    .use(verifyRoutes(verifier))
-    .use(forwardAuthRoutes(verifier));
+    .use(verifyRoutes(verifier, onVerification && ((...outcome) => onVerification('verify', ...outcome))))
+    .use(
+      forwardAuthRoutes(
+        verifier,
+        onVerification && ((...outcome) => onVerification('forward_auth', ...outcome)),
+      ),
+    );
 }

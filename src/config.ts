@@ -1,6 +1,8 @@
 // Configuration: environment variables, each overridable by a `--kebab-case` flag, checked into a
-// frozen, typed Config. A bad value is one ConfigError line; the CLI turns it into exit code 2.
+// frozen, typed Config. Each bad value is one ConfigError line (all of them reported together); the
+// CLI turns it into exit code 2.
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import {
   type AsymmetricAlgorithm,
   algorithmsForPublicKey,
@@ -38,6 +40,11 @@ export type Config = Readonly<{
   /** How long a key's row stays in memory; also bounds staleness when a change event is lost. */
   keyCacheSeconds: number;
   logLevel: LogLevel;
+  /** Unset: no metrics listener (and nothing is counted). */
+  metricsPort: number | undefined;
+  metricsHost: string;
+  idleTimeoutSeconds: number;
+  shutdownTimeoutSeconds: number;
 }>;
 
 /** Every setting: its environment variable, its default, and what a bad value is told. */
@@ -83,6 +90,16 @@ export const SETTINGS = {
     help: 'seconds a key is kept in memory (0 to 3600; 0 turns the cache off)',
   },
   LOG_LEVEL: { default: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
+  METRICS_PORT: { default: undefined, help: 'port of the Prometheus /metrics listener (unset: off)' },
+  METRICS_HOST: { default: '127.0.0.1', help: 'address of the /metrics listener' },
+  IDLE_TIMEOUT_SECONDS: {
+    default: '75',
+    help: 'seconds an idle keep-alive connection stays open (1-255; keep it above the proxy’s)',
+  },
+  SHUTDOWN_TIMEOUT_SECONDS: {
+    default: '8',
+    help: 'seconds SIGTERM waits for requests in flight before closing their connections',
+  },
 } as const;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -98,7 +115,46 @@ export function settingOfFlag(flag: string): SettingName | undefined {
 
 const TEN_THOUSAND_YEARS_S = 10_000 * 365 * 24 * 3600;
 
+/**
+ * The Config, or a ConfigError with one line per bad setting, all of them at once: each setting that
+ * is set is checked on its own too, so a typo in PORT does not hide one in LOG_LEVEL.
+ */
 export function loadConfig(
+  env: Record<string, string | undefined>,
+  flags: Partial<Record<SettingName, string>> = {},
+): Config {
+  try {
+    return buildConfig(env, flags);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    // Each setting checked beside those that are fine on their own, so that a rule between two
+    // settings (METRICS_PORT against PORT) is judged with the values actually given.
+    const given = (Object.keys(SETTINGS) as SettingName[]).flatMap((name) => {
+      const value = flags[name] ?? env[name];
+      return value === undefined || value === '' ? [] : [[name, value] as const];
+    });
+    const problemOf = (values: Record<string, string>): string | undefined => {
+      try {
+        buildConfig(values);
+        return undefined;
+      } catch (problem) {
+        if (problem instanceof ConfigError) return problem.message;
+        throw problem;
+      }
+    };
+    const fine = Object.fromEntries(given.filter(([name, value]) => !problemOf({ [name]: value })));
+    const problems = new Set<string>();
+    for (const [name, value] of given) {
+      if (name in fine) continue;
+      const problem = problemOf({ ...fine, [name]: value });
+      if (problem !== undefined) problems.add(problem);
+    }
+    problems.add(error.message); // a rule between settings shows up only when they are together
+    throw new ConfigError([...problems].join('\n'));
+  }
+}
+
+function buildConfig(
   env: Record<string, string | undefined>,
   flags: Partial<Record<SettingName, string>> = {},
 ): Config {
@@ -131,7 +187,7 @@ export function loadConfig(
   }
   return Object.freeze({
     port: integer('PORT', raw('PORT'), 0, 65535),
-    host: nonEmpty('HOST', raw('HOST')),
+    host: listenHost(raw('HOST')),
     databaseUrl: nonEmpty('DATABASE_URL', rawOrFile('DATABASE_URL', 'DATABASE_URL_FILE')),
     databasePoolSize: integer('DATABASE_POOL_SIZE', raw('DATABASE_POOL_SIZE'), 1, 1000),
     jwtSecret,
@@ -158,7 +214,19 @@ export function loadConfig(
     maxKeysPerUser: integer('MAX_KEYS_PER_USER', raw('MAX_KEYS_PER_USER'), 1, 1_000_000_000),
     keyCacheSeconds: integer('KEY_CACHE_SECONDS', raw('KEY_CACHE_SECONDS'), 0, 3600),
     logLevel: logLevel(raw('LOG_LEVEL') ?? 'info'),
+    ...metricsListener(raw('METRICS_PORT'), raw('METRICS_HOST'), raw('PORT')),
+    // Bun's idleTimeout takes at most 255 seconds.
+    idleTimeoutSeconds: integer('IDLE_TIMEOUT_SECONDS', raw('IDLE_TIMEOUT_SECONDS'), 1, 255),
+    shutdownTimeoutSeconds: integer('SHUTDOWN_TIMEOUT_SECONDS', raw('SHUTDOWN_TIMEOUT_SECONDS'), 0, 3600),
   });
+}
+
+function metricsListener(port: string | undefined, host: string | undefined, apiPort: string | undefined) {
+  const metricsPort = port === undefined ? undefined : integer('METRICS_PORT', port, 0, 65535);
+  if (metricsPort !== undefined && metricsPort !== 0 && metricsPort === Number(apiPort)) {
+    throw new ConfigError(`METRICS_PORT must differ from PORT (both are ${metricsPort}).`);
+  }
+  return { metricsPort, metricsHost: nonEmpty('METRICS_HOST', host) };
 }
 
 function integer(name: SettingName, value: string | undefined, min: number, max: number): number {
@@ -226,6 +294,17 @@ function nonEmpty(name: SettingName, value: string | undefined): string {
   return value;
 }
 
+/** An IP address or a host name; a dotted number that is no IPv4 address (999.1.1.1) is neither. */
+function listenHost(value: string | undefined): string {
+  const host = nonEmpty('HOST', value);
+  const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  const looksNumeric = /^[0-9.]+$/.test(bare) || bare.includes(':');
+  if ((looksNumeric && isIP(bare) === 0) || !/^[A-Za-z0-9.:[\]_-]+$/.test(host)) {
+    throw new ConfigError(`HOST must be an IP address or a host name to listen on (got "${host}").`);
+  }
+  return host;
+}
+
 function basePath(value: string): string {
   const trimmed = value.endsWith('/') ? value.slice(0, -1) : value;
   if (trimmed !== '' && !/^(\/[A-Za-z0-9._~-]+)+$/.test(trimmed)) {
@@ -233,11 +312,16 @@ function basePath(value: string): string {
       `BASE_PATH must look like /segment or /a/b, made of letters, digits and ._~- (got "${value}").`,
     );
   }
+  // `.` and `..` segments pass the character check, but URLs normalise them away: every route would
+  // then be 404 while the start-up line shows a normalised URL. Refused instead.
+  if (trimmed.split('/').some((segment) => segment === '.' || segment === '..')) {
+    throw new ConfigError(`BASE_PATH must not contain "." or ".." segments (got "${value}").`);
+  }
   return trimmed;
 }
 
 function logLevel(value: string): LogLevel {
-  const level = LOG_LEVELS.find((candidate) => candidate === value);
+  const level = LOG_LEVELS.find((candidate) => candidate === value.toLowerCase());
   if (!level) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${value}").`);
   return level;
 }

@@ -4,15 +4,14 @@ import type { Config } from './config';
 import { startPurgeTimer } from './jobs/purge';
 import { createKeygate } from './keygate';
 import type { Logger } from './log';
+import { type MetricsListener, startMetricsListener } from './metrics/listener';
 
-/** Idle keep-alive and slow connections are closed after this many seconds without a byte. */
-export const IDLE_TIMEOUT_SECONDS = 10;
 // Bun would answer a declared length above its limit with its own empty, non-JSON 413 before keygate
 // sees the request. keygate's JSON 413 (with Connection: close, so the rest is never read) starts at
 // 16 KiB and its reader stops there for chunked bodies too, so Bun's limit is set out of the way.
 const TRANSPORT_BODY_LIMIT = Number.MAX_SAFE_INTEGER;
 
-export type RunningServer = { url: URL; stop(): Promise<void> };
+export type RunningServer = { url: URL; metricsUrl: URL | undefined; stop(): Promise<void> };
 
 /** Opens (and migrates) the database first, then listens: no request meets an unmigrated schema. */
 export async function serve(
@@ -20,26 +19,51 @@ export async function serve(
   { jwtSecret, logger }: { jwtSecret: string | undefined; logger: Logger },
 ): Promise<RunningServer> {
   const keygate = await createKeygate(config, { jwtSecret, logger });
+  const { metrics } = keygate;
+  let metricsListener: MetricsListener | undefined;
   let server: ReturnType<typeof Bun.serve>;
   try {
+    metricsListener =
+      metrics && config.metricsPort !== undefined
+        ? startMetricsListener({ host: config.metricsHost, port: config.metricsPort, metrics })
+        : undefined;
     server = listen(config, keygate.handle);
   } catch (error) {
+    await metricsListener?.stop();
     await keygate.close();
     throw error;
   }
   const purge = startPurgeTimer({
-    store: keygate.store,
+    store: metrics ? metrics.countingPurges(keygate.store) : keygate.store,
     clock: systemClock,
     intervalSeconds: config.purgeIntervalSeconds,
     logger,
   });
   const url = new URL(config.basePath || '/', server.url);
-  logger.info('listening', { url: url.href, database: keygate.database });
+  logger.info('listening', {
+    url: url.href,
+    database: keygate.database,
+    ...(metricsListener ? { metrics: metricsListener.url.href } : {}),
+  });
   return {
     url,
+    metricsUrl: metricsListener?.url,
     async stop() {
-      // Stop accepting; requests in flight finish (and their writes commit) before the database closes.
-      await server.stop();
+      // Stop accepting; requests in flight finish (and their writes commit) before the database closes,
+      // for at most SHUTDOWN_TIMEOUT_SECONDS: then the connections still open (a body that never
+      // completes, a slow client) are closed, so the process exits within a container's grace period.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const drained = server.stop().then(() => true);
+      const timedOut = new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), config.shutdownTimeoutSeconds * 1000);
+      });
+      const finished = await Promise.race([drained, timedOut]);
+      clearTimeout(timer);
+      if (!finished) {
+        logger.warn('closing connections still open', { afterSeconds: config.shutdownTimeoutSeconds });
+        await server.stop(true);
+      }
+      await metricsListener?.stop();
       await purge.stop();
       await keygate.close();
       logger.info('stopped');
@@ -48,13 +72,20 @@ export async function serve(
   };
 }
 
-function listen(config: Config, fetch: (request: Request) => Promise<Response>) {
+function listen(config: Config, handle: (request: Request) => Promise<Response>) {
+  // Advertised so that clients and proxies close an idle connection before keygate does, rather than
+  // race its close with a new request.
+  const keepAlive = `timeout=${config.idleTimeoutSeconds}`;
+  const advertiseKeepAlive = (response: Response): Response => {
+    if (response.headers.get('connection') !== 'close') response.headers.set('keep-alive', keepAlive);
+    return response;
+  };
   return Bun.serve({
     hostname: config.host,
     port: config.port,
-    fetch,
+    fetch: (request) => handle(request).then(advertiseKeepAlive),
     maxRequestBodySize: TRANSPORT_BODY_LIMIT,
-    idleTimeout: IDLE_TIMEOUT_SECONDS,
+    idleTimeout: config.idleTimeoutSeconds,
     development: false,
     reusePort: false, // Bun 1.4 sets SO_REUSEPORT here otherwise; a busy port must fail to start
   });

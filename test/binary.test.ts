@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'bun:test';
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import journal from '../drizzle/meta/_journal.json' with { type: 'json' };
 import pkg from '../package.json' with { type: 'json' };
 import { buildBinary, readStartLine } from './support/binary';
 
@@ -36,13 +37,14 @@ describe('dist/keygate', () => {
     const cwd = emptyDir('empty');
     server = Bun.spawn([binary], {
       cwd,
-      env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1' },
+      env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', METRICS_PORT: '0' },
       stdout: 'pipe',
       stderr: 'pipe',
     });
     const reader = (server.stdout as ReadableStream<Uint8Array>).getReader();
     const startLine = await readStartLine(reader);
     expect(startLine).toMatchObject({ msg: 'listening', database: './data/keygate.db' });
+    expect(startLine.metrics).toStartWith('http://127.0.0.1:');
     const base = startLine.url.replace(/\/$/, '');
 
     expect(existsSync(join(cwd, 'data', 'keygate.db'))).toBe(true);
@@ -64,6 +66,16 @@ describe('dist/keygate', () => {
       headers: { authorization: `Basic ${btoa(`${apikey.key}:${apikey.secret}`)}` },
     });
     expect(deleted.status).toBe(204);
+
+    // The reference page's files come from inside the binary (the directory is empty).
+    const bundle = await fetch(`${base}/openapi/swagger-ui-bundle.js`);
+    expect(bundle.status).toBe(200);
+    expect((await bundle.arrayBuffer()).byteLength).toBe(
+      Bun.file(join(import.meta.dir, '..', 'node_modules', 'swagger-ui-dist', 'swagger-ui-bundle.js')).size,
+    );
+    const metrics = await (await fetch(startLine.metrics as string)).text();
+    expect(metrics).toContain('keygate_keys_created_total 1\n');
+    expect(metrics).toContain('keygate_keys_deleted_total{reason="revoked"} 1\n');
 
     expect(run(['healthcheck', '--port', new URL(base).port], cwd).code).toBe(0);
 
@@ -100,8 +112,9 @@ describe('dist/keygate', () => {
       `POST /apikeys/jwt HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
         `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
     );
-    // Half the body is on its way: give the server a moment to start the request before the signal.
-    await Bun.sleep(150);
+    // Half the body is on its way. Once another connection's request is answered, the server's loop
+    // has read those bytes (they were there first), so the request is in flight when the signal comes.
+    expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
     proc.kill('SIGTERM');
     for (let chunk = await lines.read(); !chunk.done; chunk = await lines.read()) {
       if (new TextDecoder().decode(chunk.value).includes('"msg":"stopping"')) break;
@@ -110,6 +123,61 @@ describe('dist/keygate', () => {
     expect(await proc.exited).toBe(0);
     socket.end();
     expect(answer).toStartWith('HTTP/1.1 201');
+  }, 30_000);
+
+  it('on SIGTERM, closes a request whose body never completes after SHUTDOWN_TIMEOUT_SECONDS, then exits 0', async () => {
+    const cwd = emptyDir('stuck');
+    const env = {
+      PATH: process.env.PATH ?? '',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      JWT_SECRET: 'x'.repeat(32),
+      SHUTDOWN_TIMEOUT_SECONDS: '1',
+      // Far beyond this test's own limit: only the shutdown bound can end the stuck request in time.
+      IDLE_TIMEOUT_SECONDS: '200',
+    };
+    const proc = Bun.spawn([binary], { cwd, env, stdout: 'pipe' });
+    const lines = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+    const port = new URL((await readStartLine(lines)).url).port;
+    const token = run(['token', '--sub', '1'], cwd, env).stdout;
+    let answer = '';
+    let serverClosed: () => void = () => {};
+    const closed = new Promise<void>((resolve) => {
+      serverClosed = resolve;
+    });
+    let sawContinue: () => void = () => {};
+    const continued = new Promise<void>((resolve) => {
+      sawContinue = resolve;
+    });
+    const socket = await Bun.connect({
+      hostname: '127.0.0.1',
+      port: Number(port),
+      socket: {
+        data(_, chunk) {
+          answer += new TextDecoder().decode(chunk);
+          if (answer.includes('100 Continue')) sawContinue();
+        },
+        close() {
+          serverClosed();
+        },
+      },
+    });
+    // The 100 Continue says the server has started this request; the 100 bytes it announces never come.
+    socket.write(
+      `POST /apikeys/jwt HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
+        'Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 100\r\n\r\n{"name":',
+    );
+    await continued;
+    proc.kill('SIGTERM');
+    let log = '';
+    for (let chunk = await lines.read(); !chunk.done; chunk = await lines.read()) {
+      log += new TextDecoder().decode(chunk.value);
+    }
+    expect(await proc.exited).toBe(0);
+    expect(log).toContain('"msg":"closing connections still open"');
+    expect(log).toContain('"msg":"stopped"');
+    await closed; // the server closed the stuck connection (otherwise this test times out)
+    expect(answer).not.toContain('201');
   }, 30_000);
 
   it('refuses to start on a port another keygate already serves (exit 2, one line)', async () => {
@@ -128,7 +196,16 @@ describe('dist/keygate', () => {
 
   it('prints its version and help', () => {
     const cwd = emptyDir('empty');
-    expect(run(['--version'], cwd).stdout).toBe(pkg.version);
+    // The commit is defined at build time (scripts/build.ts), from this checkout.
+    const git = Bun.spawnSync(['git', 'rev-parse', 'HEAD'], {
+      cwd: import.meta.dir,
+      stdout: 'pipe',
+      stderr: 'ignore',
+    });
+    const commit = git.exitCode === 0 ? git.stdout.toString().trim() : 'unknown';
+    expect(run(['--version'], cwd).stdout).toBe(
+      `keygate ${pkg.version} (commit ${commit}, bun ${Bun.version})`,
+    );
     expect(run(['--help'], cwd).stdout).toContain('MAX_KEYS_PER_USER');
   });
 
@@ -159,7 +236,7 @@ describe('dist/keygate', () => {
 
   it('purges and migrates by hand', () => {
     const cwd = emptyDir('empty');
-    expect(run(['migrate'], cwd).stdout).toContain('migration 2');
+    expect(run(['migrate'], cwd).stdout).toContain(`migration ${journal.entries.length}`);
     expect(run(['purge'], cwd).stdout).toBe('purged 0 expired keys');
   });
 });

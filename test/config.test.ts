@@ -31,6 +31,10 @@ describe('loadConfig', () => {
       maxKeysPerUser: 1000,
       keyCacheSeconds: 10,
       logLevel: 'info',
+      metricsPort: undefined,
+      metricsHost: '127.0.0.1',
+      idleTimeoutSeconds: 75,
+      shutdownTimeoutSeconds: 8,
     });
   });
 
@@ -57,6 +61,10 @@ describe('loadConfig', () => {
     [{ JWT_SECRET: 'short' }, 'JWT_SECRET'],
     [{ BASE_PATH: 'auth' }, 'BASE_PATH'],
     [{ BASE_PATH: '/a b' }, 'BASE_PATH'],
+    [{ BASE_PATH: '/../x' }, 'BASE_PATH'],
+    [{ BASE_PATH: '/.' }, 'BASE_PATH'],
+    [{ BASE_PATH: '/x/..' }, 'BASE_PATH'],
+    [{ BASE_PATH: '/x/./y/' }, 'BASE_PATH'],
     [{ PURGE_INTERVAL_SECONDS: '0' }, 'PURGE_INTERVAL_SECONDS'],
     [{ MAX_EXPIRES_IN_SECONDS: '1e9' }, 'MAX_EXPIRES_IN_SECONDS'],
     [{ MAX_KEYS_PER_USER: '0' }, 'MAX_KEYS_PER_USER'],
@@ -65,6 +73,16 @@ describe('loadConfig', () => {
     [{ KEY_CACHE_SECONDS: '1.5' }, 'KEY_CACHE_SECONDS'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ HOST: ' ' }, 'HOST'],
+    [{ METRICS_PORT: 'abc' }, 'METRICS_PORT'],
+    [{ METRICS_PORT: '65536' }, 'METRICS_PORT'],
+    [{ METRICS_PORT: '-1' }, 'METRICS_PORT'],
+    [{ METRICS_PORT: '3000' }, 'METRICS_PORT'],
+    [{ PORT: '9000', METRICS_PORT: '9000' }, 'METRICS_PORT'],
+    [{ METRICS_PORT: '9100', METRICS_HOST: ' ' }, 'METRICS_HOST'],
+    [{ IDLE_TIMEOUT_SECONDS: '0' }, 'IDLE_TIMEOUT_SECONDS'],
+    [{ IDLE_TIMEOUT_SECONDS: '256' }, 'IDLE_TIMEOUT_SECONDS'],
+    [{ SHUTDOWN_TIMEOUT_SECONDS: '-1' }, 'SHUTDOWN_TIMEOUT_SECONDS'],
+    [{ SHUTDOWN_TIMEOUT_SECONDS: '2.5' }, 'SHUTDOWN_TIMEOUT_SECONDS'],
   ])('rejects %p with one line naming %s', (env, name) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     try {
@@ -73,6 +91,18 @@ describe('loadConfig', () => {
       expect((error as Error).message.startsWith(name)).toBe(true);
       expect((error as Error).message).not.toContain('\n');
     }
+  });
+
+  it('leaves metrics off unless METRICS_PORT is set, on 127.0.0.1 by default', () => {
+    expect(loadConfig({ METRICS_PORT: '' }).metricsPort).toBeUndefined();
+    expect(loadConfig({ METRICS_PORT: '9100' })).toMatchObject({
+      metricsPort: 9100,
+      metricsHost: '127.0.0.1',
+    });
+    expect(loadConfig({}, { METRICS_PORT: '0', METRICS_HOST: '::1' })).toMatchObject({
+      metricsPort: 0,
+      metricsHost: '::1',
+    });
   });
 
   it('takes KEY_CACHE_SECONDS from 0 to 3600', () => {

@@ -16,6 +16,8 @@ export type KeyCacheOptions = {
   ttlSeconds: number;
   maxKeys?: number;
   maxUnknown?: number;
+  /** Told whether each lookup was answered from memory (metrics). */
+  onLookup?: (hit: boolean) => void;
 };
 
 export type KeyCache = ReturnType<typeof createKeyCache>;
@@ -30,6 +32,7 @@ export function createKeyCache({
   ttlSeconds,
   maxKeys = KEY_CACHE_MAX_KEYS,
   maxUnknown = KEY_CACHE_MAX_UNKNOWN,
+  onLookup,
 }: KeyCacheOptions) {
   const ttlMs = ttlSeconds * 1000;
   // Maps keep insertion order: the first entry is the oldest, dropped first when full.
@@ -71,10 +74,14 @@ export function createKeyCache({
     find(id: string): Promise<ApiKeyRow | undefined> {
       const entry = known.get(id) ?? unknown.get(id);
       if (entry !== undefined) {
-        if (clock() - entry.storedAt < ttlMs) return Promise.resolve(entry.row);
+        if (clock() - entry.storedAt < ttlMs) {
+          onLookup?.(true);
+          return Promise.resolve(entry.row);
+        }
         known.delete(id);
         unknown.delete(id);
       }
+      onLookup?.(false); // a read joined while in flight still waits for the store
       const pending = reads.get(id);
       if (pending !== undefined) return pending.promise;
       const read: Read = { stale: false, promise: Promise.resolve(undefined) };

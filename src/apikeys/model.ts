@@ -5,9 +5,36 @@ import { Elysia, t } from 'elysia';
 export const CREATE_PROPERTIES = ['name', 'level', 'expiresIn'] as const;
 export const NAME_MAX_CHARACTERS = 128;
 
+// Names end up in dashboards, logs and terminals. Refused: control characters (Unicode category Cc),
+// bidi embedding/override/isolate controls, and names made only of whitespace or invisible
+// characters. "Invisible" is whitespace (JS `\s`) plus the Default_Ignorable_Code_Point characters:
+// in the BMP listed here, beyond it the tag characters U+E0000–U+E0FFF (surrogate lead U+DB40).
+// Written as regex sources for a regex without the `u` flag (TypeBox compiles `pattern` that way).
+const CONTROL = '\\u0000-\\u001F\\u007F-\\u009F';
+const BIDI_CONTROL = '\\u202A-\\u202E\\u2066-\\u2069';
+const INVISIBLE_BMP =
+  '\\s\\u00AD\\u034F\\u061C\\u115F\\u1160\\u17B4\\u17B5\\u180B-\\u180F\\u200B-\\u200F\\u2060-\\u206F\\u3164\\uFE00-\\uFE0F\\uFEFF\\uFFA0\\uFFF0-\\uFFF8';
+/** One character that is seen: a BMP character outside the invisible set, or a pair outside the tags. */
+const VISIBLE = `(?:[^${INVISIBLE_BMP}\\uD800-\\uDFFF]|[\\uD800-\\uDB3F\\uDB41-\\uDBFF][\\uDC00-\\uDFFF])`;
 // 1..128 characters counted as code points (a surrogate pair is one character, a lone surrogate is
-// refused), and at least one that is not whitespace. Written for a regex without the `u` flag.
-const NAME_PATTERN = `^(?=[\\s\\S]*\\S)(?:[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]|[^\\uD800-\\uDFFF]){1,${NAME_MAX_CHARACTERS}}$`;
+// refused), none of them a control, and at least one visible.
+const NAME_PATTERN = `^(?=[\\s\\S]*?${VISIBLE})(?:[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]|[^\\uD800-\\uDFFF${CONTROL}${BIDI_CONTROL}]){1,${NAME_MAX_CHARACTERS}}$`;
+
+/** The name rule a string breaks, in one sentence, or undefined when it is a good name. */
+export function nameProblem(name: string): string | undefined {
+  if (new RegExp(`[${CONTROL}]`).test(name)) {
+    return 'name must not contain control characters (such as NUL, tab, CR or LF).';
+  }
+  if (new RegExp(`[${BIDI_CONTROL}]`).test(name)) {
+    return 'name must not contain bidi control characters (U+202A to U+202E, U+2066 to U+2069).';
+  }
+  if (!new RegExp(VISIBLE).test(name)) {
+    return 'name must contain at least one visible character, not only whitespace or invisible characters.';
+  }
+  return new RegExp(NAME_PATTERN).test(name) ? undefined : NAME_RULE;
+}
+
+const NAME_RULE = 'name must be a string of 1 to 128 characters that is not only whitespace.';
 
 /** The create body; the upper bound of `expiresIn` is configuration (MAX_EXPIRES_IN_SECONDS). */
 export function createKeyBody(maxExpiresInSeconds: number) {
@@ -17,7 +44,8 @@ export function createKeyBody(maxExpiresInSeconds: number) {
         minLength: 1,
         maxLength: NAME_MAX_CHARACTERS * 2,
         pattern: NAME_PATTERN,
-        description: 'A name for the key: 1 to 128 characters, not only whitespace.',
+        description:
+          'A name for the key: 1 to 128 characters, no control or bidi control characters, not only whitespace or invisible characters.',
       }),
       level: t.Number({
         multipleOf: 1,
@@ -32,7 +60,7 @@ export function createKeyBody(maxExpiresInSeconds: number) {
         description: `Seconds until the key expires: an integer from 1 to ${maxExpiresInSeconds}.`,
       }),
     },
-    { additionalProperties: false },
+    { additionalProperties: false, title: 'CreateKeyRequest' },
   );
 }
 
@@ -42,7 +70,7 @@ export type CreateKeyInput = { name: string; level: number; expiresIn: number };
 export function propertyRule(property: string, maxExpiresInSeconds: number): string | undefined {
   switch (property) {
     case 'name':
-      return 'name must be a string of 1 to 128 characters that is not only whitespace.';
+      return NAME_RULE;
     case 'level':
       return 'level must be an integer from 0 to 8.';
     case 'expiresIn':
@@ -52,22 +80,29 @@ export function propertyRule(property: string, maxExpiresInSeconds: number): str
   }
 }
 
-export const ApiKeyView = t.Object({
-  key: t.String({ description: '`kg_` followed by 22 base62 characters; the `:id` to delete it.' }),
-  secret: t.String({
-    description:
-      'kgs_ + 43 base62 characters + a 6-character base62 CRC32 of them. Returned in this response only; keygate keeps only its SHA-256.',
-  }),
-  level: t.Integer(),
-  expiresAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
-  name: t.String(),
-  userId: t.Integer(),
-});
+export const ApiKeyView = t.Object(
+  {
+    key: t.String({ description: '`kg_` followed by 22 base62 characters; the `:id` to delete it.' }),
+    secret: t.String({
+      description:
+        'kgs_ + 43 base62 characters + a 6-character base62 CRC32 of them. Returned in this response only; keygate keeps only its SHA-256.',
+    }),
+    level: t.Integer(),
+    expiresAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
+    name: t.String(),
+    userId: t.Integer(),
+  },
+  { title: 'CreatedApiKey' },
+);
 
 export type ApiKeyView = typeof ApiKeyView.static;
 
-export const CreatedResponse = t.Object({ result: t.Literal('success'), apikey: ApiKeyView });
-export const ErrorResponse = t.Object({ result: t.Literal('error'), error: t.String() });
+export const CreatedResponse = t.Object(
+  { result: t.Literal('success'), apikey: ApiKeyView },
+  { title: 'CreatedResponse' },
+);
+export const ErrorResponse = t.Object({ result: t.Literal('error'), error: t.String() }, { title: 'Error' });
+export const HealthResponse = t.Object({ status: t.Literal('ok') }, { title: 'Health' });
 
 /** One sentence for a create body that failed the schema: the first problem a reader would fix. */
 export function describeCreateBodyProblem(
@@ -86,6 +121,10 @@ export function describeCreateBodyProblem(
   const missing = CREATE_PROPERTIES.find((property) => !(property in body));
   if (missing !== undefined) return `${missing} is required.`;
   const property = failedPath?.split('/')[1] ?? '';
+  const name = (body as { name?: unknown }).name;
+  if (property === 'name' && typeof name === 'string') {
+    return nameProblem(name) ?? NAME_RULE;
+  }
   return propertyRule(property, maxExpiresInSeconds) ?? 'The body does not match name, level and expiresIn.';
 }
 

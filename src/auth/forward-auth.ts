@@ -5,7 +5,7 @@ import { Elysia } from 'elysia';
 import { apiKeyModels, ErrorResponse } from '../apikeys/model';
 import { HttpError } from '../http/errors';
 import { readBearer, readKeyAndSecret } from './credentials';
-import type { Principal, Verdict, Verifier } from './verification';
+import type { OnVerdict, Principal, Verdict, Verifier } from './verification';
 
 /** The first path segment; the edge lets bodies of any declared size through here (they are never read). */
 export const FORWARD_AUTH_PATH = '/forward-auth';
@@ -13,9 +13,9 @@ export const FORWARD_AUTH_PATH = '/forward-auth';
 const NO_CREDENTIALS =
   'Send a credential: Authorization: Bearer <token>, Authorization: Basic base64(key:secret), or X-API-Key and X-API-Secret.';
 
-export function forwardAuthRoutes(verifier: Verifier) {
+export function forwardAuthRoutes(verifier: Verifier, onVerdict?: OnVerdict) {
   const handler = async ({ request }: { request: Request }) => {
-    const verdict = await verdictOf(verifier, request);
+    const verdict = await verdictOf(verifier, request, onVerdict);
     if (!verdict.valid) throw new HttpError(403, refusal(verdict));
     return new Response(JSON.stringify({ result: 'success', principal: verdict.principal }), {
       status: 200,
@@ -49,26 +49,32 @@ export function forwardAuthRoutes(verifier: Verifier) {
 }
 
 /** Credentials first (401, 403), then the query (400), then the level (403). */
-async function verdictOf(verifier: Verifier, request: Request): Promise<Verdict> {
+async function verdictOf(verifier: Verifier, request: Request, onVerdict?: OnVerdict): Promise<Verdict> {
   const bearer = readBearer(request.headers);
   const key = bearer.kind === 'absent' ? readKeyAndSecret(request.headers) : undefined;
   if (bearer.kind === 'absent' && key?.kind === 'absent') {
+    onVerdict?.('none', 'NO_CREDENTIALS');
     throw new HttpError(401, NO_CREDENTIALS, {
       'www-authenticate': 'Bearer realm="keygate", Basic realm="keygate"',
     });
   }
+  const scheme = bearer.kind === 'absent' ? 'key' : 'jwt';
   if (bearer.kind === 'malformed' || key?.kind === 'malformed') {
+    onVerdict?.(scheme, 'MALFORMED');
     throw new HttpError(403, 'The credential headers are malformed.');
   }
   let verdict: Verdict;
   if (bearer.kind === 'bearer') verdict = await verifier.verifyToken(bearer.token, 0, request);
   else if (key?.kind === 'key') verdict = await verifier.verifyKey(key.key, key.secret, 0);
   else throw new Error('unreachable: a credential is present');
-  if (!verdict.valid) return verdict;
-  const minLevel = minLevelOf(request.url);
-  if (verdict.principal.level < minLevel) {
-    return { valid: false, code: 'INSUFFICIENT_LEVEL', principal: verdict.principal };
+  if (verdict.valid) {
+    // A malformed query is a 400 before any verdict is given, so it is not counted.
+    const minLevel = minLevelOf(request.url);
+    if (verdict.principal.level < minLevel) {
+      verdict = { valid: false, code: 'INSUFFICIENT_LEVEL', principal: verdict.principal };
+    }
   }
+  onVerdict?.(scheme, verdict.code);
   return verdict;
 }
 

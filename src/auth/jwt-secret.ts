@@ -5,6 +5,7 @@ import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Config } from '../config';
 import { ConfigError } from '../config';
+import { DATA_DIRECTORY_MODE } from '../db/open';
 import { isPostgresUrl } from '../db/postgres/open';
 
 export const JWT_SECRET_FILE = 'jwt-secret';
@@ -24,7 +25,7 @@ export function resolveJwtSecret(config: Pick<Config, 'jwtSecret' | 'databaseUrl
   }
   const path = join(dataDirectory(config.databaseUrl), JWT_SECRET_FILE);
   try {
-    mkdirSync(dirname(path), { recursive: true });
+    mkdirSync(dirname(path), { recursive: true, mode: DATA_DIRECTORY_MODE });
     // 'wx' fails if the file exists, so two processes starting together keep the first one's secret.
     writeFileSync(path, `${randomBytes(48).toString('base64url')}\n`, { flag: 'wx', mode: 0o600 });
   } catch (error) {

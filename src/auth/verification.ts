@@ -16,6 +16,13 @@ export type Verdict =
 
 export type Verifier = ReturnType<typeof createVerifier>;
 
+/**
+ * Told the outcome of each verify or forward-auth check (metrics): the scheme of the credential
+ * (`none` when there was none) and the verdict's code, or NO_CREDENTIALS / MALFORMED for the
+ * forward-auth refusals that come before a verdict.
+ */
+export type OnVerdict = (scheme: 'key' | 'jwt' | 'none', code: string) => void;
+
 export function createVerifier({
   jwt,
   service,

@@ -4,11 +4,11 @@ import { Elysia } from 'elysia';
 import { apiKeyModels, ErrorResponse, isLevel } from '../apikeys/model';
 import { raiseBodyProblem, readJsonBody } from '../http/body';
 import { HttpError } from '../http/errors';
-import type { Verifier } from './verification';
+import type { OnVerdict, Verifier } from './verification';
 
 type Credential = { key: string; secret: string; minLevel: number } | { token: string; minLevel: number };
 
-export function verifyRoutes(verifier: Verifier) {
+export function verifyRoutes(verifier: Verifier, onVerdict?: OnVerdict) {
   return new Elysia().use(apiKeyModels).post(
     '/apikeys/verify',
     async ({ body, set, request }) => {
@@ -17,6 +17,7 @@ export function verifyRoutes(verifier: Verifier) {
         'token' in credential
           ? await verifier.verifyToken(credential.token, credential.minLevel, request)
           : await verifier.verifyKey(credential.key, credential.secret, credential.minLevel);
+      onVerdict?.('token' in credential ? 'jwt' : 'key', verdict.code);
       set.headers['cache-control'] = 'no-store';
       return { result: 'success' as const, ...verdict };
     },

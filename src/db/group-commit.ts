@@ -1,13 +1,19 @@
 // Group commit: writes that arrive in the same turn of the event loop share one transaction and so
 // one fsync. Each job runs in a savepoint of its own, so one failing job rolls back alone.
 import type { Database, Statement } from 'bun:sqlite';
+import { currentRequestSignal, RequestGoneError } from '../request-scope';
 
 /** How long writes wait for another connection's write lock before they fail with SQLITE_BUSY (503). */
 export const WRITE_LOCK_WAIT_MS = 2000;
 const LOCK_RETRY_MS = 20;
 
+/** What one shared transaction carried: told to the observer after it committed or failed. */
+export type CommitBatch = { size: number; seconds: number; committed: boolean };
+
 type Job = {
   run: () => unknown;
+  /** The connection of the request that queued the job; aborted when Bun closed it unanswered. */
+  signal: AbortSignal | undefined;
   committed?: (value: unknown) => void;
   resolve: (value: unknown) => void;
   reject: (reason: unknown) => void;
@@ -26,7 +32,11 @@ export class GroupCommitWriter {
     Statement
   >;
 
-  constructor(private readonly client: Database) {
+  constructor(
+    private readonly client: Database,
+    /** Told about every batch after COMMIT (metrics); must not throw. */
+    private readonly observer?: (batch: CommitBatch) => void,
+  ) {
     this.sql = {
       begin: client.prepare('BEGIN IMMEDIATE'),
       savepoint: client.prepare('SAVEPOINT job'),
@@ -45,6 +55,7 @@ export class GroupCommitWriter {
     return new Promise<T>((resolve, reject) => {
       this.queue.push({
         run: work,
+        signal: currentRequestSignal(),
         committed: committed as ((value: unknown) => void) | undefined,
         resolve: resolve as (value: unknown) => void,
         reject,
@@ -65,6 +76,7 @@ export class GroupCommitWriter {
 
   private flush(): void {
     this.scheduled = false;
+    const started = this.observer ? performance.now() : 0;
     try {
       this.sql.begin.run();
     } catch (error) {
@@ -74,7 +86,9 @@ export class GroupCommitWriter {
     this.lockWaitStarted = undefined;
     const jobs = this.queue;
     this.queue = [];
-    this.settle(jobs, this.commit(jobs));
+    const { outcomes, committed } = this.commit(jobs);
+    this.observer?.({ size: jobs.length, seconds: (performance.now() - started) / 1000, committed });
+    this.settle(jobs, outcomes);
   }
 
   /**
@@ -115,8 +129,11 @@ export class GroupCommitWriter {
   }
 
   /** Runs the jobs in the transaction BEGIN IMMEDIATE opened, then commits it. */
-  private commit(jobs: Job[]): Outcome[] {
+  private commit(jobs: Job[]): { outcomes: Outcome[]; committed: boolean } {
     const outcomes: Outcome[] = jobs.map((job) => {
+      // Bun 1.4 closes a connection unanswered when a request is pipelined behind a pending response
+      // (README "Pipelining"); committing its work would leave e.g. a key whose secret nobody saw.
+      if (job.signal?.aborted) return { ok: false, error: new RequestGoneError() };
       this.sql.savepoint.run();
       try {
         const value = job.run();
@@ -130,11 +147,11 @@ export class GroupCommitWriter {
     });
     try {
       this.sql.commit.run();
-      return outcomes;
+      return { outcomes, committed: true };
     } catch (error) {
       // Nothing of this batch is on disk: every job fails, including those that ran cleanly.
       if (this.client.inTransaction) this.sql.rollback.run();
-      return jobs.map(() => ({ ok: false, error }));
+      return { outcomes: jobs.map(() => ({ ok: false, error })), committed: false };
     }
   }
 }

@@ -1,6 +1,6 @@
 // Opens the SQLite database: the one place for pragmas, and the migrations applied before any use.
 import { Database } from 'bun:sqlite';
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { type BunSQLiteDatabase, drizzle } from 'drizzle-orm/bun-sqlite';
 import type { MigrationMeta } from 'drizzle-orm/migrator';
@@ -21,8 +21,16 @@ export const STARTUP_BUSY_TIMEOUT_MS = 2000;
  */
 export const BUSY_TIMEOUT_MS = 5;
 
+/**
+ * A data directory keygate creates is the owner's alone (whatever the umask), so no other local user
+ * can replace `jwt-secret` or the database in it. An existing directory is left as it is.
+ */
+export const DATA_DIRECTORY_MODE = 0o700;
+/** A database file keygate creates; SQLite gives its -wal and -shm files the same mode. */
+export const DATABASE_FILE_MODE = 0o600;
+
 export function openDatabase(url: string): Db {
-  if (url !== ':memory:') mkdirSync(dirname(url), { recursive: true });
+  if (url !== ':memory:') createPrivately(url);
   const client = new Database(url, { create: true, strict: true });
   // busy_timeout first: the pragmas below may themselves need a lock another process holds.
   client.run(`PRAGMA busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
@@ -35,6 +43,17 @@ export function openDatabase(url: string): Db {
   migrate(db);
   client.run(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
   return db;
+}
+
+/** Creates the directories and an empty database file with owner-only modes (umask cannot widen them). */
+function createPrivately(path: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: DATA_DIRECTORY_MODE });
+  try {
+    closeSync(openSync(path, 'wx', DATABASE_FILE_MODE));
+  } catch (error) {
+    // An existing file is opened as it is (and its mode left alone); SQLite reports any other problem.
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') return;
+  }
 }
 
 /**

@@ -24,3 +24,13 @@ export const apiKeys = sqliteTable(
 );
 
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
+
+/**
+ * How many rows each user has in api_keys, live or expired but not yet purged (so never fewer than
+ * their live keys). Kept in step in the same transaction by every insert, delete and purge: a create
+ * counts a user's live keys exactly only once this reaches MAX_KEYS_PER_USER.
+ */
+export const userKeyCounts = sqliteTable('user_key_counts', {
+  userId: integer('user_id').primaryKey(),
+  keys: integer('keys').notNull(),
+});

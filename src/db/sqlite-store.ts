@@ -7,9 +7,9 @@ import {
   type KeysChangedListener,
   StoreUnavailableError,
 } from '../apikeys/store';
-import { GroupCommitWriter } from './group-commit';
+import { type CommitBatch, GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
-import { apiKeys } from './schema';
+import { apiKeys, userKeyCounts } from './schema';
 
 // SQLite answers these when the disk, the file or another process's lock is in the way.
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
@@ -23,8 +23,11 @@ function unavailableOr(error: unknown): never {
   throw error;
 }
 
-export function createSqliteApiKeyStore(db: Db): ApiKeyStore {
-  const groupCommit = new GroupCommitWriter(db.$client);
+export function createSqliteApiKeyStore(
+  db: Db,
+  options: { onCommit?: (batch: CommitBatch) => void } = {},
+): ApiKeyStore {
+  const groupCommit = new GroupCommitWriter(db.$client, options.onCommit);
   const writer = {
     write<T>(work: () => T, committed?: (value: T) => void): Promise<T> {
       return groupCommit.write(work, committed).catch(unavailableOr);
@@ -103,7 +106,7 @@ export function createSqliteApiKeyStore(db: Db): ApiKeyStore {
   const deleteById = db
     .delete(apiKeys)
     .where(eq(apiKeys.id, sql.placeholder('id')))
-    .returning({ id: apiKeys.id })
+    .returning({ userId: apiKeys.userId })
     .prepare();
 
   // SQLite has no portable DELETE ... LIMIT: pick the batch in a subquery on the expires_at index.
@@ -120,10 +123,35 @@ export function createSqliteApiKeyStore(db: Db): ApiKeyStore {
           .limit(sql.placeholder('limit')),
       ),
     )
-    .returning({ id: apiKeys.id })
+    .returning({ id: apiKeys.id, userId: apiKeys.userId })
+    .prepare();
+
+  const rowsHeld = db
+    .select({ keys: userKeyCounts.keys })
+    .from(userKeyCounts)
+    .where(eq(userKeyCounts.userId, sql.placeholder('userId')))
+    .prepare();
+  const addToCount = db
+    .insert(userKeyCounts)
+    .values({ userId: sql.placeholder('userId'), keys: sql.placeholder('delta') })
+    .onConflictDoUpdate({
+      target: userKeyCounts.userId,
+      set: { keys: sql`${userKeyCounts.keys} + ${sql.placeholder('delta')}` },
+    })
     .prepare();
 
   const liveCount = (userId: number, now: number) => countLive.get({ userId, now })?.n ?? 0;
+  /**
+   * Whether the user may hold one more live key. The counter of rows held is never below the live
+   * count, so under the cap it answers alone; at the cap (expired rows not yet purged may be in it)
+   * the live keys are counted exactly. Either way the cost no longer grows with the user's keys.
+   */
+  const belowCap = (userId: number, now: number, limit: number) =>
+    (rowsHeld.get({ userId })?.keys ?? 0) < limit || liveCount(userId, now) < limit;
+  const insertCounted = (row: ApiKeyRow) => {
+    insert.run(row);
+    addToCount.run({ userId: row.userId, delta: 1 });
+  };
 
   return {
     async findKey(id) {
@@ -149,8 +177,8 @@ export function createSqliteApiKeyStore(db: Db): ApiKeyStore {
     insertKeyWithinLimit(row: ApiKeyRow, limit: number) {
       return writer.write(
         () => {
-          if (liveCount(row.userId, row.createdAt) >= limit) return 'limit-reached' as const;
-          insert.run(row);
+          if (!belowCap(row.userId, row.createdAt, limit)) return 'limit-reached' as const;
+          insertCounted(row);
           return 'inserted' as const;
         },
         (outcome) => {
@@ -162,7 +190,11 @@ export function createSqliteApiKeyStore(db: Db): ApiKeyStore {
 
     deleteKey(id) {
       return writer.write(
-        () => deleteById.all({ id }).length > 0,
+        () => {
+          const [deleted] = deleteById.all({ id });
+          if (deleted !== undefined) addToCount.run({ userId: deleted.userId, delta: -1 });
+          return deleted !== undefined;
+        },
         (deleted) => {
           if (deleted) announce([id]);
         },
@@ -176,9 +208,9 @@ export function createSqliteApiKeyStore(db: Db): ApiKeyStore {
           // Checked again inside the transaction: a delete may have committed since the service looked.
           const previous = findById.get({ id: previousId });
           if (previous === undefined || previous.expiresAt <= now) return 'not-found' as const;
-          if (limit !== undefined && liveCount(next.userId, now) >= limit) return 'limit-reached' as const;
+          if (limit !== undefined && !belowCap(next.userId, now, limit)) return 'limit-reached' as const;
           setExpiry.run({ id: previousId, expiresAt: previousExpiresAt });
-          insert.run(next);
+          insertCounted(next);
           return 'rotated' as const;
         },
         (outcome) => {
@@ -190,7 +222,13 @@ export function createSqliteApiKeyStore(db: Db): ApiKeyStore {
     deleteExpiredBatch(now, limit) {
       return writer
         .write(
-          () => deleteExpired.all({ now, limit }).map((row) => row.id),
+          () => {
+            const rows = deleteExpired.all({ now, limit });
+            const perUser = new Map<number, number>();
+            for (const { userId } of rows) perUser.set(userId, (perUser.get(userId) ?? 0) + 1);
+            for (const [userId, removed] of perUser) addToCount.run({ userId, delta: -removed });
+            return rows.map((row) => row.id);
+          },
           (ids) => announce(ids),
         )
         .then((ids) => ids.length);

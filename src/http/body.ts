@@ -22,6 +22,12 @@ export async function readJsonBody(request: Request): Promise<unknown> {
   if (!JSON_CONTENT_TYPE.test(request.headers.get('content-type') ?? '')) {
     return problem(400, 'The Content-Type must be application/json.');
   }
+  // The body is decoded as UTF-8 (RFC 8259 §8.1): a request that says it is in another charset is
+  // refused rather than silently decoded as something it says it is not.
+  const charset = charsetOf(request.headers.get('content-type') ?? '');
+  if (charset !== undefined && charset.toLowerCase() !== 'utf-8') {
+    return problem(400, 'The Content-Type charset must be utf-8 (or left out).');
+  }
   const bytes = await readLimited(request);
   if (bytes === null) return problem(413, BODY_TOO_LARGE, CLOSE);
   let text: string;
@@ -45,6 +51,19 @@ export async function readJsonBody(request: Request): Promise<unknown> {
 }
 
 const MAX_JSON_DEPTH = 32;
+
+/** The charset parameter of a media type (quotes removed), or undefined when there is none. */
+function charsetOf(contentType: string): string | undefined {
+  for (const parameter of contentType.split(';').slice(1)) {
+    const equals = parameter.indexOf('=');
+    if (parameter.slice(0, equals).trim().toLowerCase() !== 'charset') continue;
+    return parameter
+      .slice(equals + 1)
+      .trim()
+      .replace(/^"(.*)"$/, '$1');
+  }
+  return undefined;
+}
 
 /** The deepest nesting of arrays and objects in valid JSON text. */
 function nestingDepth(text: string): number {

@@ -1,18 +1,31 @@
 // The outermost layer of every request: a request id, the body-size guard, the host fix-up, the
-// security headers, and one log line (method, path, status, ms; never headers or bodies).
+// security headers, one log line (method, path, status, ms; never headers or bodies) and, when metrics
+// are on, one observation by route template.
 import type { TokenRefusal } from '../auth/jwt';
 import type { Logger } from '../log';
+import { runForRequest } from '../request-scope';
 import { BODY_TOO_LARGE, CLOSE, MAX_BODY_BYTES } from './body';
 import { errorResponse } from './errors';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 const requestIds = new WeakMap<Request, string>();
+const routeTemplates = new WeakMap<Request, string>();
+/** The route label of a request keygate did not route: an unknown path, or a 413 before routing. */
+export const UNMATCHED_ROUTE = 'unmatched';
 const tokenRefusals = new WeakMap<Request, TokenRefusal>();
 
 /** The id given to a request, for error logs deeper down. */
 export function requestIdOf(request: Request): string | undefined {
   return requestIds.get(request);
 }
+
+/** The router tells which template (`/apikeys/:id/jwt`) a request matched; metrics label by it. */
+export function recordRouteTemplate(request: Request, template: string): void {
+  routeTemplates.set(request, template);
+}
+
+/** Told once per answered request, after its response is ready. */
+export type RequestObserver = (method: string, route: string, status: number, seconds: number) => void;
 
 /** Why the request's token was refused, for its log line at LOG_LEVEL=debug (never the token). */
 export function noteTokenRefusal(request: Request, reason: TokenRefusal): void {
@@ -22,14 +35,17 @@ export function noteTokenRefusal(request: Request, reason: TokenRefusal): void {
 export function withHttpEdge(
   handle: (request: Request) => Response | Promise<Response>,
   logger: Logger,
-  /** Paths under these prefixes never read the body, so its declared size does not matter. */
   {
     bodyIgnoredUnder = [],
     explainTokenRefusals = false,
+    observe,
   }: {
+    /** Paths under these prefixes never read the body, so its declared size does not matter. */
     bodyIgnoredUnder?: readonly string[];
     /** Adds `tokenRefusal` to the request line (LOG_LEVEL=debug). */
     explainTokenRefusals?: boolean;
+    /** Metrics: told about each answered request. */
+    observe?: RequestObserver;
   } = {},
 ): (request: Request) => Promise<Response> {
   return async (original) => {
@@ -46,16 +62,18 @@ export function withHttpEdge(
     const response =
       length > MAX_BODY_BYTES && !ignoresBody(url.slice(pathStart), bodyIgnoredUnder)
         ? errorResponse(413, BODY_TOO_LARGE, CLOSE)
-        : await handle(request);
+        : await runForRequest(original.signal, () => handle(request));
     response.headers.set('x-request-id', id);
     response.headers.set('x-content-type-options', 'nosniff');
+    const ms = performance.now() - started;
+    observe?.(request.method, routeTemplates.get(request) ?? UNMATCHED_ROUTE, response.status, ms / 1000);
     const tokenRefusal = explainTokenRefusals ? tokenRefusals.get(request) : undefined;
     logger.info('request', {
       requestId: id,
       method: request.method,
       path: queryStart === -1 ? url.slice(pathStart) : url.slice(pathStart, queryStart),
       status: response.status,
-      ms: Math.round((performance.now() - started) * 100) / 100,
+      ms: Math.round(ms * 100) / 100,
       ...(tokenRefusal === undefined ? {} : { tokenRefusal }),
     });
     return response;

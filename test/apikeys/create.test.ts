@@ -102,6 +102,20 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('POST /apikey
     ['name 129 emoji', { ...VALID, name: '😀'.repeat(129) }, 'name'],
     ['name a lone surrogate', '{"name":"a\\ud800","level":1,"expiresIn":10}', 'name'],
     ['name a number', { ...VALID, name: 5 }, 'name'],
+    ['name containing NUL', { ...VALID, name: 'a\u0000b' }, 'control characters'],
+    ['name only NUL', { ...VALID, name: '\u0000' }, 'control characters'],
+    ['name containing CR LF', { ...VALID, name: 'ci\r\nforged: line' }, 'control characters'],
+    ['name containing a tab', { ...VALID, name: 'a\tb' }, 'control characters'],
+    ['name containing DEL', { ...VALID, name: 'a\u007Fb' }, 'control characters'],
+    ['name containing a C1 control (U+009B)', { ...VALID, name: 'a\u009Bb' }, 'control characters'],
+    ['name containing U+202E', { ...VALID, name: 'abc\u202Etxt.exe' }, 'bidi control'],
+    ['name containing U+202A', { ...VALID, name: '\u202Aabc' }, 'bidi control'],
+    ['name containing U+2066', { ...VALID, name: 'a\u2066b' }, 'bidi control'],
+    ['name containing U+2069', { ...VALID, name: 'a\u2069b' }, 'bidi control'],
+    ['name only U+200B', { ...VALID, name: '\u200B' }, 'visible'],
+    ['name only invisible characters', { ...VALID, name: '\u200B\u200D\u2060\uFEFF\u00AD ' }, 'visible'],
+    ['name only no-break spaces', { ...VALID, name: '\u00A0\u3000' }, 'visible'],
+    ['name only tag characters', { ...VALID, name: '\u{E0041}\u{E0042}' }, 'visible'],
   ])('answers 400 for a body that is %s', async (_, body, mentions) => {
     const response = await k.req('POST', path, { headers: await schemes[scheme](), body });
     expectError(response, 400);
@@ -123,6 +137,26 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('POST /apikey
     expect(response.json.error).toContain('Content-Type');
   });
 
+  it.each([
+    ['latin1', 'application/json; charset=latin1'],
+    ['iso-8859-1', 'application/json;charset=ISO-8859-1'],
+    ['utf-16', 'application/json; charset="utf-16"'],
+  ])('answers 400 for a charset other than utf-8 (%s)', async (_, contentType) => {
+    const headers = { ...(await schemes[scheme]()), 'content-type': contentType };
+    const response = await k.req('POST', path, { headers, body: JSON.stringify(VALID) });
+    expectError(response, 400);
+    expect(response.json.error).toContain('utf-8');
+  });
+
+  it.each([
+    ['lower case', 'application/json; charset=utf-8'],
+    ['upper case and quoted', 'application/json; charset="UTF-8"'],
+    ['another parameter first', 'application/json; foo=bar; charset=utf-8'],
+  ])('accepts application/json with charset utf-8, %s', async (_, contentType) => {
+    const headers = { ...(await schemes[scheme]()), 'content-type': contentType };
+    expect((await k.req('POST', path, { headers, body: JSON.stringify(VALID) })).status).toBe(201);
+  });
+
   it('accepts application/json with a charset', async () => {
     const headers = { ...(await schemes[scheme]()), 'content-type': 'application/json; charset=utf-8' };
     expect((await k.req('POST', path, { headers, body: JSON.stringify(VALID) })).status).toBe(201);
@@ -133,6 +167,9 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('POST /apikey
     ['128 emoji', '😀'.repeat(128)],
     ['CJK and accents', '日本語のキー — café'],
     ['surrounding spaces', '  padded  '],
+    ['an emoji sequence with a zero-width joiner', '👩\u200D💻 laptop'],
+    ['right-to-left script', 'مفتاح'],
+    ['one emoji', '😀'],
   ])('keeps a name of %s exactly', async (_, name) => {
     const response = await k.req('POST', path, {
       headers: await schemes[scheme](),

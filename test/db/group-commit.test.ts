@@ -14,6 +14,21 @@ function setup() {
 }
 
 describe('GroupCommitWriter', () => {
+  it('tells its observer each batch: its size, how long it held the database, and whether it committed', async () => {
+    const client = new Database(':memory:');
+    client.run('CREATE TABLE t (v INTEGER UNIQUE)');
+    const batches: Array<{ size: number; seconds: number; committed: boolean }> = [];
+    const writer = new GroupCommitWriter(client, (batch) => batches.push(batch));
+    const insert = (v: number) => () => client.run('INSERT INTO t (v) VALUES (?)', [v]);
+    await Promise.allSettled([1, 2, 2].map((v) => writer.write(insert(v)))); // the second 2 fails alone
+    await writer.write(insert(3));
+    expect(batches.map(({ size, committed }) => ({ size, committed }))).toEqual([
+      { size: 3, committed: true },
+      { size: 1, committed: true },
+    ]);
+    for (const batch of batches) expect(batch.seconds).toBeGreaterThanOrEqual(0);
+  });
+
   it('commits writes queued in the same turn in one transaction', async () => {
     const client = new Database(':memory:');
     client.run('CREATE TABLE t (v INTEGER UNIQUE)');

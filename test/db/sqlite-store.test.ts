@@ -112,3 +112,52 @@ describe('listLiveKeys', () => {
     expect(await ids({ createdAt: 20, id: id(2) })).toEqual([id(1)]);
   });
 });
+
+describe('the per-user key counter', () => {
+  // What the counter must always equal: the rows each user has in api_keys.
+  const counted = () =>
+    db.$client
+      .query('SELECT user_id AS userId, keys FROM user_key_counts WHERE keys > 0 ORDER BY user_id')
+      .all();
+  const actual = () =>
+    db.$client
+      .query('SELECT user_id AS userId, count(*) AS keys FROM api_keys GROUP BY user_id ORDER BY user_id')
+      .all();
+
+  it('stays equal to the rows each user holds through creates, deletes, rotations and purges', async () => {
+    for (let n = 1; n <= 6; n++) await store.insertKeyWithinLimit(row(id(n), { userId: n % 2 }), 10);
+    await store.deleteKey(id(1));
+    await store.rotateKey({
+      previousId: id(2),
+      previousExpiresAt: 1500,
+      next: row(id(7), { userId: 0 }),
+      limit: 10,
+    });
+    await store.insertKeyWithinLimit(row(id(8), { userId: 0, expiresAt: 1200 }), 10);
+    expect(counted()).toEqual(actual());
+    expect(await store.deleteExpiredBatch(1600, 100)).toBe(2); // id(2) rotated away, id(8) expired
+    expect(counted()).toEqual(actual());
+    expect(counted()).toEqual([
+      { userId: 0, keys: 3 },
+      { userId: 1, keys: 2 },
+    ]);
+  });
+
+  it('keeps the cap exact when expired keys not yet purged fill the counter', async () => {
+    // Three keys, two of them expired at 2000 and not purged: the counter says 3, the live count 1.
+    await store.insertKeyWithinLimit(row(id(1), { expiresAt: 2000 }), 3);
+    await store.insertKeyWithinLimit(row(id(2), { expiresAt: 2000 }), 3);
+    await store.insertKeyWithinLimit(row(id(3)), 3);
+    const at = (n: number) => row(id(n), { createdAt: 3000 });
+    expect(await store.insertKeyWithinLimit(at(4), 3)).toBe('inserted');
+    expect(await store.insertKeyWithinLimit(at(5), 3)).toBe('inserted');
+    expect(await store.insertKeyWithinLimit(at(6), 3)).toBe('limit-reached');
+    expect(counted()).toEqual(actual());
+  });
+
+  it('a failed job leaves the counter as it was (the savepoint rolls both back)', async () => {
+    await store.insertKeyWithinLimit(row(id(1)), 10);
+    await expect(store.insertKeyWithinLimit(row(id(1)), 10)).rejects.toThrow();
+    expect(counted()).toEqual([{ userId: 1, keys: 1 }]);
+  });
+});

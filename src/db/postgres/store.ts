@@ -24,8 +24,9 @@ type Row = typeof apiKeys.$inferSelect;
 function isUnavailable(error: unknown): string | undefined {
   const { code, errno } = (error ?? {}) as { code?: unknown; errno?: unknown };
   if (typeof code === 'string' && /^ERR_POSTGRES_(CONNECTION|IDLE|LIFETIME|TLS)/.test(code)) return code;
-  // 08: connection exception; 57P0x: admin/crash shutdown, cannot connect now; 53: out of resources.
-  if (typeof errno === 'string' && /^(08|57P0|53)/.test(errno)) return errno;
+  // 08: connection exception; 57P0x: admin/crash shutdown, cannot connect now; 53: out of resources;
+  // 40001/40P01: serialization failure or deadlock, which a retry resolves.
+  if (typeof errno === 'string' && /^(08|57P0|53|40001|40P01)/.test(errno)) return errno;
   return undefined;
 }
 

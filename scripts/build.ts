@@ -1,0 +1,34 @@
+// `bun run build [OUTFILE]`: compiles src/cli.ts into one executable (default dist/keygate) with the
+// commit it was built from: KEYGATE_COMMIT from the environment (the Dockerfile passes its REVISION
+// build arg), else `git rev-parse HEAD`, else "unknown" (outside a checkout).
+import { join } from 'node:path';
+
+const root = join(import.meta.dir, '..');
+const outfile = process.argv[2] ?? 'dist/keygate';
+
+function commit(): string {
+  const given = process.env.KEYGATE_COMMIT?.trim();
+  if (given) return given;
+  try {
+    const git = Bun.spawnSync(['git', 'rev-parse', 'HEAD'], { cwd: root, stdout: 'pipe', stderr: 'ignore' });
+    const head = git.exitCode === 0 ? git.stdout.toString().trim() : '';
+    return /^[0-9a-f]{40}$/.test(head) ? head : 'unknown';
+  } catch {
+    return 'unknown'; // no git on this machine
+  }
+}
+
+const command = [
+  process.execPath,
+  'build',
+  'src/cli.ts',
+  '--compile',
+  '--bytecode',
+  '--format=esm',
+  '--minify',
+  `--define=KEYGATE_COMMIT=${JSON.stringify(commit())}`,
+  '--outfile',
+  outfile,
+];
+const built = Bun.spawnSync(command, { cwd: root, stdout: 'inherit', stderr: 'inherit' });
+process.exit(built.exitCode ?? 1);

@@ -1,0 +1,164 @@
+// What keygate counts for Prometheus, and the one place labels are chosen: route templates, methods,
+// statuses, schemes and outcome codes only. No key, user, token or address ever becomes a label.
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+export type Metrics = ReturnType<typeof createMetrics>;
+
+/** `verify` is POST /apikeys/verify, `forward_auth` is /forward-auth (CONTRACT §7, §8). */
+export type VerificationPath = 'verify' | 'forward_auth';
+export type VerificationScheme = 'key' | 'jwt' | 'none';
+type PurgeableStore = { deleteExpiredBatch(now: number, limit: number): Promise<number> };
+
+// Any other method a client invents counts as "other", so a client cannot grow the label set.
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']);
+
+// Request latency in seconds: from well under a millisecond (a cached token, a 404) to the 2 s a
+// write may wait for another connection's lock before it answers 503.
+const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+const COMMIT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];
+const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
+
+export function createMetrics(options: {
+  version: string;
+  /** The database engine: `sqlite` (or `postgres` once it exists). */
+  engine: string;
+  /** Asked at every scrape: does the database answer? */
+  databaseUp: () => boolean | Promise<boolean>;
+}) {
+  const registry = new Registry();
+  const registers = [registry];
+  const requestLabels = ['method', 'route', 'status'] as const;
+  const requests = new Counter({
+    name: 'keygate_http_requests_total',
+    help: 'HTTP requests answered, by method, route template and status.',
+    labelNames: requestLabels,
+    registers,
+  });
+  const requestSeconds = new Histogram({
+    name: 'keygate_http_request_duration_seconds',
+    help: 'Time from receiving a request to its response, by method, route template and status.',
+    labelNames: requestLabels,
+    buckets: REQUEST_BUCKETS,
+    registers,
+  });
+  const verifications = new Counter({
+    name: 'keygate_verifications_total',
+    help: 'Outcomes of POST /apikeys/verify (path="verify") and /forward-auth (path="forward_auth").',
+    labelNames: ['path', 'scheme', 'code'] as const,
+    registers,
+  });
+  const keysCreated = new Counter({
+    name: 'keygate_keys_created_total',
+    help: 'API keys created (201 from POST /apikeys/jwt or /apikeys/key).',
+    registers,
+  });
+  const keysDeleted = new Counter({
+    name: 'keygate_keys_deleted_total',
+    help: 'API keys removed: reason="revoked" by a DELETE, reason="expired" by the purge.',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  const keysRotated = new Counter({
+    name: 'keygate_keys_rotated_total',
+    help: 'API keys rotated (201 from POST /apikeys/:id/rotate/jwt or /rotate/key).',
+    registers,
+  });
+  const cacheLookups = new Counter({
+    name: 'keygate_cache_lookups_total',
+    help: 'Lookups in keygate caches, by cache and result (hit or miss).',
+    labelNames: ['cache', 'result'] as const,
+    registers,
+  });
+  const commitBatchSize = new Histogram({
+    name: 'keygate_db_commit_batch_size',
+    help: 'Writes that shared one group commit (one transaction, one fsync).',
+    buckets: BATCH_BUCKETS,
+    registers,
+  });
+  const commitSeconds = new Histogram({
+    name: 'keygate_db_commit_duration_seconds',
+    help: 'Time one group commit held the database: its writes, COMMIT and the fsync.',
+    buckets: COMMIT_BUCKETS,
+    registers,
+  });
+  const commitFailures = new Counter({
+    name: 'keygate_db_commit_failures_total',
+    help: 'Group commits that did not reach the disk (every write in them failed).',
+    registers,
+  });
+  new Gauge({
+    name: 'keygate_db_up',
+    help: '1 when the database answered a ping at this scrape, else 0.',
+    registers,
+    async collect() {
+      let up = false;
+      try {
+        up = await options.databaseUp();
+      } catch {
+        up = false;
+      }
+      this.set(up ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'keygate_build_info',
+    help: 'Always 1; the labels say which keygate build answers.',
+    labelNames: ['version', 'engine'] as const,
+    registers,
+  }).set({ version: options.version, engine: options.engine }, 1);
+
+  // Zero series for the outcomes a dashboard expects, so rate() has a line before the first event.
+  keysCreated.inc(0);
+  keysRotated.inc(0);
+  for (const reason of ['revoked', 'expired'] as const) keysDeleted.inc({ reason }, 0);
+
+  return {
+    /** One answered request; the key counters follow from the routes whose success means one change. */
+    observeRequest(method: string, route: string, status: number, seconds: number): void {
+      const labels = { method: METHODS.has(method) ? method : 'other', route, status: String(status) };
+      requests.inc(labels);
+      requestSeconds.observe(labels, seconds);
+      const change = KEY_CHANGES[`${labels.method} ${route} ${status}`];
+      if (change === 'created') keysCreated.inc();
+      else if (change === 'revoked') keysDeleted.inc({ reason: 'revoked' });
+      else if (change === 'rotated') keysRotated.inc();
+    },
+    verification(path: VerificationPath, scheme: VerificationScheme, code: string): void {
+      verifications.inc({ path, scheme, code });
+    },
+    /** The store as the purge sees it, counting every batch it removes as it commits. */
+    countingPurges(store: PurgeableStore): PurgeableStore {
+      return {
+        async deleteExpiredBatch(now, limit) {
+          const removed = await store.deleteExpiredBatch(now, limit);
+          if (removed > 0) keysDeleted.inc({ reason: 'expired' }, removed);
+          return removed;
+        },
+      };
+    },
+    cacheLookup(cache: string, hit: boolean): void {
+      cacheLookups.inc({ cache, result: hit ? 'hit' : 'miss' });
+    },
+    /** The group-commit writer's observer (db/group-commit.ts). */
+    commitObserved(batch: { size: number; seconds: number; committed: boolean }): void {
+      commitBatchSize.observe(batch.size);
+      commitSeconds.observe(batch.seconds);
+      if (!batch.committed) commitFailures.inc();
+    },
+    contentType: registry.contentType,
+    /** The Prometheus text exposition of everything above. */
+    exposition(): Promise<string> {
+      return registry.metrics();
+    },
+  };
+}
+
+// A success on these routes is exactly one committed change (201 and 204 leave only after COMMIT).
+const KEY_CHANGES: Record<string, 'created' | 'revoked' | 'rotated'> = {
+  'POST /apikeys/jwt 201': 'created',
+  'POST /apikeys/key 201': 'created',
+  'DELETE /apikeys/:id/jwt 204': 'revoked',
+  'DELETE /apikeys/:id/key 204': 'revoked',
+  'POST /apikeys/:id/rotate/jwt 201': 'rotated',
+  'POST /apikeys/:id/rotate/key 201': 'rotated',
+};

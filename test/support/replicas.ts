@@ -1,0 +1,105 @@
+// keygate replicas as real processes on one PostgreSQL database: each `bun src/cli.ts serve` on
+// 127.0.0.1 and a port of its own, its JSON log lines collected, stopped (or killed) by its PID.
+import { join } from 'node:path';
+import type { Subprocess } from 'bun';
+import { createJwtAuthority } from '../../src/auth/jwt';
+import { systemClock } from '../../src/clock';
+
+export const REPLICA_JWT_SECRET = 'replica-tests-secret-at-least-32-bytes-long';
+const CLI = join(import.meta.dir, '..', '..', 'src', 'cli.ts');
+
+const started = new Set<Subprocess>();
+process.on('exit', () => {
+  for (const child of started) if (child.exitCode === null) child.kill('SIGKILL');
+});
+
+export type Replica = Awaited<ReturnType<typeof startReplica>>;
+
+/** Starts one replica and resolves once it listens (after migrating), with its base URL. */
+export async function startReplica(databaseUrl: string, env: Record<string, string> = {}) {
+  const child = Bun.spawn(['bun', CLI, 'serve'], {
+    env: {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      DATABASE_URL: databaseUrl,
+      JWT_SECRET: REPLICA_JWT_SECRET,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      DATABASE_POOL_SIZE: '4',
+      ...env,
+    },
+    stdout: 'pipe',
+    stderr: 'pipe',
+  });
+  started.add(child);
+  // biome-ignore lint/suspicious/noExplicitAny: log lines are whatever JSON keygate wrote.
+  const lines: any[] = [];
+  let url: string | undefined;
+  let listening: () => void = () => {};
+  const ready = new Promise<void>((resolve) => {
+    listening = resolve;
+  });
+  (async () => {
+    let rest = '';
+    for await (const chunk of child.stdout) {
+      rest += new TextDecoder().decode(chunk);
+      const parts = rest.split('\n');
+      rest = parts.pop() ?? '';
+      for (const part of parts) {
+        if (part === '') continue;
+        const line = JSON.parse(part);
+        lines.push(line);
+        if (line.msg === 'listening') {
+          url = String(line.url).replace(/\/$/, '');
+          listening();
+        }
+      }
+    }
+  })();
+  const exited = child.exited.then(async (code) => {
+    throw new Error(`replica exited (${code}) before listening: ${await new Response(child.stderr).text()}`);
+  });
+  await Promise.race([
+    ready,
+    exited,
+    Bun.sleep(30_000).then(() => Promise.reject(new Error('no start in 30 s'))),
+  ]);
+  exited.catch(() => {}); // it may exit later, when stopped
+  const base = url as string;
+  return {
+    base,
+    pid: child.pid,
+    /** The log lines so far; `msg` filters them. */
+    // biome-ignore lint/suspicious/noExplicitAny: as above.
+    lines: (msg?: string): any[] => (msg === undefined ? lines : lines.filter((line) => line.msg === msg)),
+    async req(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown } = {}) {
+      const headers = new Headers(init.headers);
+      if (init.body !== undefined) headers.set('content-type', 'application/json');
+      const response = await fetch(`${base}${path}`, {
+        method,
+        headers,
+        body: init.body === undefined ? undefined : JSON.stringify(init.body),
+      });
+      const text = await response.text();
+      return { status: response.status, json: text === '' ? undefined : JSON.parse(text) };
+    },
+    /** SIGTERM and wait for the exit code. */
+    async stop(): Promise<number> {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      const code = await child.exited;
+      started.delete(child);
+      return code;
+    },
+    /** SIGKILL: no drain, no clean close. */
+    async kill(): Promise<void> {
+      child.kill('SIGKILL');
+      await child.exited;
+      started.delete(child);
+    },
+  };
+}
+
+const jwt = createJwtAuthority({ secret: REPLICA_JWT_SECRET, clock: systemClock });
+
+export async function bearerFor(sub: number, level?: number): Promise<Record<string, string>> {
+  return { authorization: `Bearer ${await jwt.sign({ sub, level, ttlSeconds: 3600 })}` };
+}
