@@ -80,6 +80,10 @@ if ! podman image exists docker.io/library/debian:bookworm-slim || ! podman imag
   log "making the local base images (../shared/tools/local-images.sh)"
   bash "$ROOT/../shared/tools/local-images.sh" >/dev/null
 fi
+# The Dockerfile's own FROM images must be here too (--pull=never): name any that is not.
+for base in $(awk 'toupper($1) == "FROM" { print $2 }' Dockerfile); do
+  podman image exists "$base" || die "base image $base (Dockerfile FROM) is not here; make a local stand-in for it"
+done
 log "$(podman-compose version 2>/dev/null | grep -i 'podman-compose' | head -n1 || true) $(podman --version)"
 
 build() { # build TAG DIR [flags]
