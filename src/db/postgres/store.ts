@@ -9,6 +9,7 @@ import {
   type KeysChangedListener,
   StoreUnavailableError,
 } from '../../apikeys/store';
+import { currentRequestSignal, RequestGoneError } from '../../request-scope';
 import type { PostgresDb } from './open';
 import { apiKeys } from './schema';
 
@@ -59,11 +60,16 @@ export async function createPostgresApiKeyStore(
   const inFlight = new Set<Promise<unknown>>();
   /** Runs one write transaction; its promise settles after COMMIT returned and the change is announced. */
   const write = <T>(work: (tx: Parameters<Parameters<PostgresDb['transaction']>[0]>[0]) => Promise<T>) => {
+    const request = currentRequestSignal();
     const done = db
       .transaction(async (tx) => {
         // Durability must not depend on the server's default: a 201 or 204 means the commit is on disk.
         await tx.execute(sql`SET LOCAL synchronous_commit TO on`);
-        return work(tx);
+        const value = await work(tx);
+        // As in SQLite's group commit: a change whose answer nobody can receive (Bun closed the
+        // connection, README "Pipelined requests") is rolled back rather than committed.
+        if (request?.aborted) throw new RequestGoneError();
+        return value;
       })
       .catch(unavailableOr);
     inFlight.add(done);
