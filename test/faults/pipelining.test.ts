@@ -2,24 +2,24 @@
 // such a connection unanswered when a response is still pending as the next request is parsed (every
 // write waits for the group commit), so keygate must not commit what it could not answer.
 import { afterAll, beforeAll, expect, it } from 'bun:test';
-import { createJwtAuthority } from '../../src/auth/jwt';
-import { loadConfig } from '../../src/config';
-import { createLogger } from '../../src/log';
-import { type RunningServer, serve } from '../../src/serve';
+import type { RunningServer } from '../../src/serve';
+import {
+  parseRawResponses,
+  type RawResponse,
+  socketBearer,
+  startSocketServer,
+} from '../support/socket-server';
 
-const JWT_SECRET = 'pipelining-tests-secret-at-least-32-bytes';
-const jwt = createJwtAuthority({ secret: JWT_SECRET, clock: () => Date.now() });
 let server: RunningServer;
 let nextUser = 1;
 beforeAll(async () => {
-  const config = loadConfig({ DATABASE_URL: ':memory:', HOST: '127.0.0.1', PORT: '0' });
-  server = await serve(config, { jwtSecret: JWT_SECRET, logger: createLogger('silent') });
+  server = await startSocketServer();
 });
 afterAll(() => server.stop());
 
 /** A fresh user for each test, so counts never mix. */
 async function freshUser(): Promise<string> {
-  return `Bearer ${await jwt.sign({ sub: nextUser++, ttlSeconds: 600 })}`;
+  return socketBearer(nextUser++);
 }
 
 const createRequest = (bearer: string, name: string) => {
@@ -29,31 +29,11 @@ const createRequest = (bearer: string, name: string) => {
 const deleteRequest = (bearer: string, id: string) =>
   `DELETE /apikeys/${id}/jwt HTTP/1.1\r\nHost: keygate.test\r\nAuthorization: ${bearer}\r\n\r\n`;
 
-type Answer = { status: number; body: string };
-
-/** Splits what arrived into complete responses (every keygate response carries Content-Length). */
-function parseResponses(received: string): Answer[] {
-  const answers: Answer[] = [];
-  let rest = received;
-  for (;;) {
-    const headEnd = rest.indexOf('\r\n\r\n');
-    if (headEnd === -1) return answers;
-    const head = rest.slice(0, headEnd);
-    const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-    if (rest.length < headEnd + 4 + length) return answers;
-    answers.push({
-      status: Number(head.split(' ')[1]),
-      body: rest.slice(headEnd + 4, headEnd + 4 + length),
-    });
-    rest = rest.slice(headEnd + 4 + length);
-  }
-}
-
 /**
  * Writes each group of requests in one write, the next group once the previous one is answered or
  * the connection closed; returns every complete response, in the order received.
  */
-async function exchange(groups: string[][]): Promise<Answer[]> {
+async function exchange(groups: string[][]): Promise<RawResponse[]> {
   let received = '';
   let closed = false;
   let wake = () => {};
@@ -82,14 +62,14 @@ async function exchange(groups: string[][]): Promise<Answer[]> {
     socket.write(group.join(''));
     // A bound, not a measurement: a server that neither answers nor closes fails the test below.
     const deadline = Bun.sleep(5000);
-    while (!closed && parseResponses(received).length < expected) {
+    while (!closed && parseRawResponses(received).length < expected) {
       const { promise, resolve } = Promise.withResolvers<void>();
       wake = resolve;
       if ((await Promise.race([promise.then(() => 'data'), deadline.then(() => 'late')])) === 'late') break;
     }
   }
   socket.end();
-  return parseResponses(received);
+  return parseRawResponses(received);
 }
 
 async function liveKeyIds(bearer: string): Promise<string[]> {

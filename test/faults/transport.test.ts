@@ -1,18 +1,13 @@
 // What only a real listening server shows: bodies over Bun's transport limit, and the headers Bun adds.
 import { afterAll, beforeAll, expect, it } from 'bun:test';
-import { createJwtAuthority } from '../../src/auth/jwt';
-import { loadConfig } from '../../src/config';
-import { createLogger } from '../../src/log';
-import { type RunningServer, serve } from '../../src/serve';
+import type { RunningServer } from '../../src/serve';
+import { socketBearer, startSocketServer } from '../support/socket-server';
 
-const JWT_SECRET = 'transport-tests-secret-at-least-32-bytes';
 let server: RunningServer;
 let bearer: string;
 beforeAll(async () => {
-  const config = loadConfig({ DATABASE_URL: ':memory:', HOST: '127.0.0.1', PORT: '0' });
-  server = await serve(config, { jwtSecret: JWT_SECRET, logger: createLogger('silent') });
-  const jwt = createJwtAuthority({ secret: JWT_SECRET, clock: () => Date.now() });
-  bearer = `Bearer ${await jwt.sign({ sub: 1, ttlSeconds: 600 })}`;
+  server = await startSocketServer();
+  bearer = await socketBearer(1);
 });
 afterAll(() => server.stop());
 

@@ -1,19 +1,14 @@
 // Idle keep-alive connections: closed after IDLE_TIMEOUT_SECONDS, which every response advertises
 // (issue 13, item 6). Over a real socket: app.handle has no connections.
 import { afterEach, expect, it } from 'bun:test';
-import { loadConfig } from '../../src/config';
-import { createLogger } from '../../src/log';
-import { type RunningServer, serve } from '../../src/serve';
+import type { RunningServer } from '../../src/serve';
+import { startSocketServer } from '../support/socket-server';
 
 let server: RunningServer | undefined;
 afterEach(() => server?.stop());
 
 async function start(env: Record<string, string>): Promise<RunningServer> {
-  const config = loadConfig({ DATABASE_URL: ':memory:', HOST: '127.0.0.1', PORT: '0', ...env });
-  server = await serve(config, {
-    jwtSecret: 'keep-alive-tests-secret-at-least-32-bytes',
-    logger: createLogger('silent'),
-  });
+  server = await startSocketServer(env);
   return server;
 }
 

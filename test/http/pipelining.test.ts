@@ -1,53 +1,27 @@
 // Several HTTP/1.1 requests in one TCP write: every one is answered, in order (issue 13, item 1).
 // Only a real socket shows this; app.handle never sees how Bun parses a connection.
 import { afterAll, beforeAll, expect, it } from 'bun:test';
-import { createJwtAuthority } from '../../src/auth/jwt';
-import { loadConfig } from '../../src/config';
-import { createLogger } from '../../src/log';
-import { type RunningServer, serve } from '../../src/serve';
+import type { RunningServer } from '../../src/serve';
+import {
+  parseRawResponses,
+  type RawResponse,
+  socketBearer,
+  startSocketServer,
+} from '../support/socket-server';
 
-const JWT_SECRET = 'pipelining-tests-secret-at-least-32-bytes';
 let server: RunningServer;
 let bearer: string;
 beforeAll(async () => {
-  const config = loadConfig({ DATABASE_URL: ':memory:', HOST: '127.0.0.1', PORT: '0' });
-  server = await serve(config, { jwtSecret: JWT_SECRET, logger: createLogger('silent') });
-  const jwt = createJwtAuthority({ secret: JWT_SECRET, clock: () => Date.now() });
-  bearer = `Bearer ${await jwt.sign({ sub: 7, ttlSeconds: 600 })}`;
+  server = await startSocketServer();
+  bearer = await socketBearer(7);
 });
 afterAll(() => server.stop());
-
-type Parsed = { status: number; headers: Record<string, string>; body: string };
-
-/** Parses complete responses (Content-Length bodies) off the front of `buffer`. */
-function parseResponses(buffer: string): Parsed[] {
-  const responses: Parsed[] = [];
-  let rest = buffer;
-  for (;;) {
-    const headEnd = rest.indexOf('\r\n\r\n');
-    if (headEnd === -1) return responses;
-    const [statusLine = '', ...lines] = rest.slice(0, headEnd).split('\r\n');
-    const headers: Record<string, string> = {};
-    for (const line of lines) {
-      const colon = line.indexOf(':');
-      headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
-    }
-    const length = Number(headers['content-length'] ?? 0);
-    if (rest.length < headEnd + 4 + length) return responses;
-    responses.push({
-      status: Number(statusLine.split(' ')[1]),
-      headers,
-      body: rest.slice(headEnd + 4, headEnd + 4 + length),
-    });
-    rest = rest.slice(headEnd + 4 + length);
-  }
-}
 
 /** Writes `requests` in ONE write and reads until `expected` responses arrived or the server closed. */
 async function pipeline(
   requests: string[],
   expected: number,
-): Promise<{ responses: Parsed[]; closed: boolean }> {
+): Promise<{ responses: RawResponse[]; closed: boolean }> {
   const { port, hostname } = server.url;
   let received = '';
   let closed = false;
@@ -61,7 +35,7 @@ async function pipeline(
         },
         data(socket, chunk) {
           received += chunk.toString('latin1');
-          if (parseResponses(received).length >= expected) {
+          if (parseRawResponses(received).length >= expected) {
             socket.end();
             resolve();
           }
@@ -76,7 +50,7 @@ async function pipeline(
       },
     }).catch(reject);
   });
-  return { responses: parseResponses(received), closed };
+  return { responses: parseRawResponses(received), closed };
 }
 
 function request(method: string, path: string, body?: unknown): string {

@@ -2,22 +2,17 @@
 // Bun's HTTP parser takes them, HEAD, and a declared body that is never sent nor read.
 import { afterAll, beforeAll, describe, expect, it } from 'bun:test';
 import { connect } from 'node:net';
-import { createJwtAuthority } from '../../src/auth/jwt';
-import { loadConfig } from '../../src/config';
-import { createLogger } from '../../src/log';
-import { type RunningServer, serve } from '../../src/serve';
+import type { RunningServer } from '../../src/serve';
+import { socketBearer, startSocketServer } from '../support/socket-server';
 
-const JWT_SECRET = 'forward-auth-socket-secret-at-least-32-bytes';
 let server: RunningServer;
 let authorization: string;
 beforeAll(async () => {
-  const config = loadConfig({ DATABASE_URL: ':memory:', HOST: '127.0.0.1', PORT: '0' });
-  server = await serve(config, { jwtSecret: JWT_SECRET, logger: createLogger('silent') });
-  const jwt = createJwtAuthority({ secret: JWT_SECRET, clock: () => Date.now() });
+  server = await startSocketServer();
   const created = await fetch(new URL('apikeys/jwt', server.url), {
     method: 'POST',
     headers: {
-      authorization: `Bearer ${await jwt.sign({ sub: 42, ttlSeconds: 600 })}`,
+      authorization: await socketBearer(42),
       'content-type': 'application/json',
     },
     body: JSON.stringify({ name: 'proxy', level: 3, expiresIn: 600 }),
