@@ -54,7 +54,7 @@ export async function createPostgresApiKeyStore(
 ): Promise<ApiKeyStore> {
   const listeners = new Set<KeysChangedListener>();
   const announce = (ids: readonly string[] | 'all') => {
-    if (ids.length === 0) return;
+    if (ids !== 'all' && ids.length === 0) return;
     for (const listener of listeners) listener(ids);
   };
   const inFlight = new Set<Promise<unknown>>();
