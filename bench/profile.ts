@@ -1,6 +1,6 @@
 // Profiles one load case: keygate from source under `bun --cpu-prof` on CPU 0, wrk on CPU 1, then a
 // summary of where the CPU went (self and inclusive time per function). Run it under the load lock:
-//   flock /tmp/keygate-load.lock bun bench/profile.ts [create-jwt|create-key|auth-fail|delete-jwt|delete-key] [seconds]
+//   flock /tmp/keygate-load.lock bun bench/profile.ts [create-jwt|create-key|auth-fail|delete-jwt|delete-key|verify-key|forward-auth] [seconds]
 
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,6 +31,7 @@ async function main(): Promise<void> {
   const db = join(dir, 'keygate.db');
   const basics: string[] = [];
   const wrong: string[] = [];
+  const verifyBodies: string[] = [];
   const toDelete: string[] = [];
   seedKeys(db, [
     {
@@ -41,6 +42,7 @@ async function main(): Promise<void> {
       name: 'caller',
       onKey(id, key) {
         basics.push(`Basic ${Buffer.from(`${id}:${key}`).toString('base64')}`);
+        verifyBodies.push(JSON.stringify({ key: id, secret: key }));
         wrong.push(
           `Basic ${Buffer.from(`${id}:${randomBytes(32).toString('base64url')}`).toString('base64')}`,
         );
@@ -76,6 +78,8 @@ async function main(): Promise<void> {
     'auth-fail': ['create.lua', ['/apikeys/key', lines('wrong.txt', wrong)]],
     'delete-jwt': ['delete.lua', ['jwt', lines('delete.txt', toDelete), bearerFile]],
     'delete-key': ['delete.lua', ['key', lines('delete.txt', toDelete), basicFile]],
+    'verify-key': ['post-body.lua', ['/apikeys/verify', lines('verify.txt', verifyBodies)]],
+    'forward-auth': ['authorized-get.lua', ['/forward-auth', basicFile]],
   };
   const load = loads[caseName];
   if (!load) throw new Error(`unknown case ${caseName}; one of ${Object.keys(loads).join(', ')}`);

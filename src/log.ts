@@ -27,13 +27,25 @@ export function createLogger(level: LogLevel, write: (chunk: string) => void = s
     (lineLevel: Exclude<LogLevel, 'silent'>) =>
     (msg: string, fields?: Record<string, unknown>): void => {
       if (LOG_LEVELS.indexOf(lineLevel) < threshold) return;
-      buffer += `${JSON.stringify({ time: new Date().toISOString(), level: lineLevel, msg, ...fields })}\n`;
+      buffer += `${JSON.stringify({ time: isoTime(), level: lineLevel, msg, ...fields })}\n`;
       if (!scheduled) {
         scheduled = true;
         setImmediate(flush);
       }
     };
   return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), flush };
+}
+
+// Under load many lines share a millisecond: the timestamp is formatted once per millisecond.
+let formattedAt = Number.NaN;
+let formatted = '';
+function isoTime(): string {
+  const now = Date.now();
+  if (now !== formattedAt) {
+    formattedAt = now;
+    formatted = new Date(now).toISOString();
+  }
+  return formatted;
 }
 
 function stdoutWrite(chunk: string): void {

@@ -2,6 +2,13 @@
 // the OpenAPI document and the TypeScript types.
 import { Elysia, t } from 'elysia';
 
+/**
+ * A whole number in a response. Not WholeNumber(): Elysia's also accepts "5" and decodes it, a
+ * transform that makes every response pass through TypeBox's Encode walk instead of a compiled Check
+ * (~9 % of a verify's CPU). The OpenAPI document writes this as `type: integer`.
+ */
+const WholeNumber = () => t.Number({ multipleOf: 1 });
+
 export const CREATE_PROPERTIES = ['name', 'level', 'expiresIn'] as const;
 export const NAME_MAX_CHARACTERS = 128;
 
@@ -87,10 +94,10 @@ export const ApiKeyView = t.Object(
       description:
         'kgs_ + 43 base62 characters + a 6-character base62 CRC32 of them. Returned in this response only; keygate keeps only its SHA-256.',
     }),
-    level: t.Integer(),
+    level: WholeNumber(),
     expiresAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
     name: t.String(),
-    userId: t.Integer(),
+    userId: WholeNumber(),
   },
   { title: 'CreatedApiKey' },
 );
@@ -132,8 +139,8 @@ export function describeCreateBodyProblem(
 export const KeySummary = t.Object({
   key: t.String(),
   name: t.String(),
-  level: t.Integer(),
-  userId: t.Integer(),
+  level: WholeNumber(),
+  userId: WholeNumber(),
   createdAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
   expiresAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
 });
@@ -173,12 +180,12 @@ export const Principal = t.Union([
   t.Object({
     type: t.Literal('key'),
     key: t.String(),
-    userId: t.Integer(),
-    level: t.Integer(),
+    userId: WholeNumber(),
+    level: WholeNumber(),
     name: t.String(),
     expiresAt: t.String(),
   }),
-  t.Object({ type: t.Literal('jwt'), userId: t.Integer(), level: t.Integer(), expiresAt: t.String() }),
+  t.Object({ type: t.Literal('jwt'), userId: WholeNumber(), level: WholeNumber(), expiresAt: t.String() }),
 ]);
 
 export const VerifyBody = t.Object(

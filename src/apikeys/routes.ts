@@ -5,6 +5,7 @@ import type { AuthScheme } from '../auth/plugin';
 import { raiseBodyProblem, readJsonBody } from '../http/body';
 import { requestIdOf } from '../http/edge';
 import { HttpError } from '../http/errors';
+import { whileConnected } from '../request-scope';
 import type { AuditLog } from './audit';
 import { decodeCursor, encodeCursor } from './cursor';
 import { apiKeyModels, CreatedResponse, createKeyBody, ErrorResponse } from './model';
@@ -43,7 +44,7 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
     .post(
       `/apikeys/${suffix}`,
       async ({ caller, body, set, request }) => {
-        const apikey = await service.createKey(caller, body);
+        const apikey = await whileConnected(request, () => service.createKey(caller, body));
         audit.created({
           key: apikey.key,
           userId: apikey.userId,
@@ -72,7 +73,7 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
     .delete(
       `/apikeys/:id/${suffix}`,
       async ({ caller, params, set, request }) => {
-        const row = await service.revokeKey(caller, params.id);
+        const row = await whileConnected(request, () => service.revokeKey(caller, params.id));
         audit.deleted({ key: row.id, userId: row.userId, by: caller.by, requestId: requestIdOf(request) });
         set.status = 204;
       },
@@ -135,7 +136,9 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
     .post(
       `/apikeys/:id/rotate/${suffix}`,
       async ({ caller, params, body, set, request }) => {
-        const rotated = await service.rotateKey(caller, params.id, body.gracePeriod ?? 0);
+        const rotated = await whileConnected(request, () =>
+          service.rotateKey(caller, params.id, body.gracePeriod ?? 0),
+        );
         audit.rotated({
           key: rotated.apikey.key,
           previousKey: rotated.previous.key,

@@ -6,6 +6,8 @@ export const MAX_BODY_BYTES = 16 * 1024;
 
 const JSON_CONTENT_TYPE = /^application\/json[ \t]*(;|$)/i;
 const problems = new WeakSet<object>();
+// Stateless between calls (no `stream` option), so one decoder serves every request.
+const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 function problem(status: number, message: string, headers?: Record<string, string>): HttpError {
   const error = new HttpError(status, message, headers);
@@ -19,12 +21,13 @@ export const CLOSE = { connection: 'close' };
 
 /** The parsed JSON value, or a recorded problem for `raiseBodyProblem` to throw later. */
 export async function readJsonBody(request: Request): Promise<unknown> {
-  if (!JSON_CONTENT_TYPE.test(request.headers.get('content-type') ?? '')) {
+  const contentType = request.headers.get('content-type') ?? '';
+  if (!JSON_CONTENT_TYPE.test(contentType)) {
     return problem(400, 'The Content-Type must be application/json.');
   }
   // The body is decoded as UTF-8 (RFC 8259 §8.1): a request that says it is in another charset is
   // refused rather than silently decoded as something it says it is not.
-  const charset = charsetOf(request.headers.get('content-type') ?? '');
+  const charset = charsetOf(contentType);
   if (charset !== undefined && charset.toLowerCase() !== 'utf-8') {
     return problem(400, 'The Content-Type charset must be utf-8 (or left out).');
   }
@@ -32,7 +35,7 @@ export async function readJsonBody(request: Request): Promise<unknown> {
   if (bytes === null) return problem(413, BODY_TOO_LARGE, CLOSE);
   let text: string;
   try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+    text = utf8.decode(bytes);
   } catch {
     return problem(400, 'The body is not valid UTF-8.');
   }
@@ -54,6 +57,7 @@ const MAX_JSON_DEPTH = 32;
 
 /** The charset parameter of a media type (quotes removed), or undefined when there is none. */
 function charsetOf(contentType: string): string | undefined {
+  if (!contentType.includes(';')) return undefined;
   for (const parameter of contentType.split(';').slice(1)) {
     const equals = parameter.indexOf('=');
     if (parameter.slice(0, equals).trim().toLowerCase() !== 'charset') continue;

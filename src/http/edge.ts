@@ -3,7 +3,6 @@
 // are on, one observation by route template.
 import type { TokenRefusal } from '../auth/jwt';
 import type { Logger } from '../log';
-import { runForRequest } from '../request-scope';
 import { BODY_TOO_LARGE, CLOSE, MAX_BODY_BYTES } from './body';
 import { errorResponse } from './errors';
 
@@ -50,11 +49,13 @@ export function withHttpEdge(
 ): (request: Request) => Promise<Response> {
   return async (original) => {
     const started = performance.now();
-    const request = withRoutableHost(original);
+    // Bun makes a new string on every read of `url`: read once.
+    const originalUrl = original.url;
+    const request = withRoutableHost(original, originalUrl);
     const given = request.headers.get('x-request-id');
     const id = given !== null && REQUEST_ID.test(given) ? given : crypto.randomUUID();
     requestIds.set(request, id);
-    const url = request.url;
+    const url = request === original ? originalUrl : request.url;
     const pathStart = url.indexOf('/', url.indexOf('//') + 2);
     const queryStart = url.indexOf('?', pathStart);
     const length = Number(request.headers.get('content-length') ?? 0);
@@ -62,7 +63,7 @@ export function withHttpEdge(
     const response =
       length > MAX_BODY_BYTES && !ignoresBody(url.slice(pathStart), bodyIgnoredUnder)
         ? errorResponse(413, BODY_TOO_LARGE, CLOSE)
-        : await runForRequest(original.signal, () => handle(request));
+        : await handle(request);
     response.headers.set('x-request-id', id);
     response.headers.set('x-content-type-options', 'nosniff');
     const ms = performance.now() - started;
@@ -91,8 +92,7 @@ function ignoresBody(path: string, prefixes: readonly string[]): boolean {
  * least four characters: `Host: x` would route /apikeys/jwt as /jwt. Such requests, and those with no
  * host at all, get a stand-in host.
  */
-function withRoutableHost(request: Request): Request {
-  const url = request.url;
+function withRoutableHost(request: Request, url: string): Request {
   // Without a Host (HTTP/1.0, or an empty Host header) Bun gives the bare path as the URL.
   const schemeEnd = url.indexOf('//');
   const hostStart = schemeEnd === -1 ? 0 : schemeEnd + 2;

@@ -146,25 +146,13 @@ function operationIdOf(method: string, path: string): string {
   return method + (words.join('') || 'Index');
 }
 
-/**
- * Integers as integers: Elysia's t.Integer() is written as anyOf [integer-formatted string, integer]
- * (it also decodes "5"), and a strict integer is t.Number({ multipleOf: 1 }).
- */
+/** Integers as integers: a whole number is t.Number({ multipleOf: 1 }) (model.ts, WholeNumber). */
 function integers<T>(value: T): T {
   if (Array.isArray(value)) return value.map(integers) as T;
   if (value === null || typeof value !== 'object') return value;
   const schema = Object.fromEntries(
     Object.entries(value).map(([key, inner]) => [key, integers(inner)]),
   ) as Json;
-  const anyOf = schema.anyOf as Json[] | undefined;
-  if (
-    anyOf?.length === 2 &&
-    anyOf.some((s) => s.type === 'integer') &&
-    anyOf.some((s) => s.format === 'integer')
-  ) {
-    const { anyOf: _, ...rest } = schema;
-    return { ...rest, type: 'integer' } as T;
-  }
   if (schema.type === 'number' && schema.multipleOf === 1) {
     const { multipleOf: _, ...rest } = schema;
     return { ...rest, type: 'integer' } as T;
