@@ -39,7 +39,7 @@ export function seedKeys(path: string, specs: SeedSpec[]): void {
         const end = Math.min(spec.count, start + ROWS_PER_TRANSACTION);
         db.$client.run('BEGIN');
         for (let i = start; i < end; i++) {
-          const id = generateKeyId();
+          const id = generateKeyId(createdAt);
           const secret = generateSecret();
           const row: ApiKeyRow = {
             id,

@@ -23,12 +23,12 @@ try {
     body: JSON.stringify({ name: 'timing', level: 1, expiresIn: 600 }),
   });
   const { apikey } = (await created.json()) as { apikey: { key: string } };
-  const unknownKey = generateKeyId();
+  const unknownKey = generateKeyId(Date.now());
 
   const series = {
     'unknown key': () => ({ key: unknownKey, secret: generateSecret() }),
     'wrong secret': () => ({ key: apikey.key, secret: generateSecret() }),
-    'unknown key, fresh id each time': () => ({ key: generateKeyId(), secret: generateSecret() }),
+    'unknown key, fresh id each time': () => ({ key: generateKeyId(Date.now()), secret: generateSecret() }),
   } as const;
   type Series = keyof typeof series;
   const samples: Record<Series, number[]> = {

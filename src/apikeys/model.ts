@@ -89,7 +89,10 @@ export function propertyRule(property: string, maxExpiresInSeconds: number): str
 
 export const ApiKeyView = t.Object(
   {
-    key: t.String({ description: '`kg_` followed by 22 base62 characters; the `:id` to delete it.' }),
+    key: t.String({
+      description:
+        '`kg_`, 8 base62 digits of the creation time, 22 random base62 characters; the `:id` to delete it.',
+    }),
     secret: t.String({
       description:
         'kgs_ + 43 base62 characters + a 6-character base62 CRC32 of them. Returned in this response only; keygate keeps only its SHA-256.',

@@ -159,7 +159,7 @@ const UNKNOWN_KEY_HASH = hashSecret('no key has this secret');
 
 function newKey(fields: Omit<ApiKeyRow, 'id' | 'secretHash'>): { row: ApiKeyRow; secret: string } {
   const secret = generateSecret();
-  return { row: { id: generateKeyId(), secretHash: hashSecret(secret), ...fields }, secret };
+  return { row: { id: generateKeyId(fields.createdAt), secretHash: hashSecret(secret), ...fields }, secret };
 }
 
 function createdView(row: ApiKeyRow, secret: string): ApiKeyView {

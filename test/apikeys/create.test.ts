@@ -7,7 +7,6 @@ beforeEach(async () => {
   k = await testKeygate();
 });
 afterEach(() => k.close());
-afterEach(() => k.close());
 
 const VALID = { name: 'ci', level: 3, expiresIn: 3600 };
 
@@ -47,6 +46,16 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('POST /apikey
     expect(apikey.name).toBe('ci');
     expect(apikey.userId).toBe(42);
     expect(apikey.expiresAt).toBe(new Date(START + 3600_000).toISOString());
+  });
+
+  it('starts each id with its creation time, so later keys sort after earlier ones', async () => {
+    const headers = await schemes[scheme]();
+    const first = await k.req('POST', path, { headers, body: VALID });
+    k.time.now += 1;
+    const second = await k.req('POST', path, { headers, body: VALID });
+    const [a, b] = [first.json.apikey.key as string, second.json.apikey.key as string];
+    expect(a.slice(0, 11)).not.toBe(b.slice(0, 11));
+    expect(Buffer.compare(Buffer.from(a), Buffer.from(b))).toBe(-1);
   });
 
   it('gives every key a different id and secret', async () => {

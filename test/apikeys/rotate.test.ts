@@ -35,7 +35,7 @@ describe.each(Object.keys(schemes) as Scheme[])('POST /apikeys/:id/rotate/%s', (
     const { apikey, previous } = response.json;
     expect(response.json.result).toBe('success');
     expect(apikey).toEqual({
-      key: expect.stringMatching(/^kg_[A-Za-z0-9]{22}$/),
+      key: expect.stringMatching(/^kg_[A-Za-z0-9]{30}$/),
       secret: expect.stringMatching(/^[A-Za-z0-9_-]{43,}$/),
       name: 'ci',
       level: 3,

@@ -44,7 +44,7 @@ describe('a kgs_ secret with a wrong checksum', () => {
 
 describe('a secret issued before the kgs_ format', () => {
   it('still authenticates, on /key, verify and forward-auth; a wrong one still fails', async () => {
-    const key = generateKeyId();
+    const key = generateKeyId(Date.now());
     const old = randomBytes(32).toString('base64url');
     expect(old).not.toStartWith('kgs_');
     await k.keygate.store.insertKeyWithinLimit(

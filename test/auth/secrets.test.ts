@@ -14,16 +14,37 @@ import {
 } from '../../src/auth/secrets';
 
 describe('generateKeyId', () => {
-  it('is kg_ and 22 base62 characters, and never repeats in 10,000 draws', () => {
-    const ids = new Set(Array.from({ length: 10_000 }, generateKeyId));
+  const NOW = Date.parse('2026-11-23T12:00:00.000Z');
+
+  it('is kg_, 8 base62 digits of the time and 22 random base62 characters; never repeats in the same millisecond', () => {
+    const ids = new Set(Array.from({ length: 10_000 }, () => generateKeyId(NOW)));
     expect(ids.size).toBe(10_000);
-    for (const id of ids) expect(id).toMatch(/^kg_[A-Za-z0-9]{22}$/);
+    for (const id of ids) {
+      expect(id).toMatch(/^kg_[A-Za-z0-9]{30}$/);
+      expect(id).toMatch(KEY_ID_PATTERN);
+    }
   });
 
-  it('uses the whole alphabet in every position but the first (no bias toward a few characters)', () => {
-    const seen = new Set<string>();
-    for (let i = 0; i < 2000; i++) seen.add(generateKeyId().charAt(10));
-    expect(seen.size).toBe(62);
+  it('writes the creation time in base62, most significant digit first', () => {
+    expect(generateKeyId(0).slice(0, 11)).toBe('kg_00000000');
+    expect(generateKeyId(61).slice(0, 11)).toBe('kg_0000000z');
+    expect(generateKeyId(62).slice(0, 11)).toBe('kg_00000010');
+    expect(generateKeyId(62 ** 8 - 1).slice(0, 11)).toBe('kg_zzzzzzzz');
+  });
+
+  it('sorts the ids of later keys after earlier ones, byte by byte (as the primary-key index does)', () => {
+    const times = [0, 1, 61, 62, NOW - 1, NOW, NOW + 1, NOW + 86_400_000, 62 ** 8 - 1];
+    const ids = times.map((time) => generateKeyId(time));
+    const byBytes = [...ids].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+    expect(byBytes).toEqual(ids);
+  });
+
+  it('uses the whole alphabet in every random position (no bias toward a few characters)', () => {
+    for (const position of [11, 20, 32]) {
+      const seen = new Set<string>();
+      for (let i = 0; i < 2000; i++) seen.add(generateKeyId(NOW).charAt(position));
+      expect(seen.size).toBe(62);
+    }
   });
 });
 
@@ -91,7 +112,7 @@ describe('the scanner rule in the README', () => {
 
   it('finds no key id and no secret of the earlier format', () => {
     for (let i = 0; i < 1000; i++) {
-      const text = `key=${generateKeyId()} old=${randomBytes(32).toString('base64url')}`;
+      const text = `key=${generateKeyId(Date.now())} old=${randomBytes(32).toString('base64url')}`;
       expect(text.match(scanner)).toBeNull();
     }
   });
