@@ -179,8 +179,10 @@ export async function createPostgresApiKeyStore(
 
     async deleteKey(id) {
       const deleted = await write(async (tx) => {
-        const rows = await tx.delete(apiKeys).where(eq(apiKeys.id, id)).returning({ id: apiKeys.id });
-        if (rows.length > 0) await notify(tx, [id]);
+        // One statement: the NOTIFY is sent only when a row went, without a second round trip.
+        const rows = await tx.execute(sql`
+          WITH gone AS (DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ${id} RETURNING 1)
+          SELECT pg_notify(${KEYS_CHANNEL}, ${`${replicaId} ${id}`}) FROM gone`);
         return rows.length > 0;
       });
       if (deleted) announce([id]);
