@@ -1,7 +1,7 @@
 // The PostgreSQL schema, the same table as SQLite's. Change it here, then `bun run db:generate` writes
 // the migration. Times are epoch milliseconds in bigint and the hash is hex text: Bun's SQL client has
 // open bugs with timestamp and json columns, and drizzle 0.45 has no bytea column.
-import { bigint, index, pgTable, smallint, text } from 'drizzle-orm/pg-core';
+import { bigint, index, integer, pgTable, smallint, text } from 'drizzle-orm/pg-core';
 
 export const apiKeys = pgTable(
   'api_keys',
@@ -24,3 +24,14 @@ export const apiKeys = pgTable(
     index('api_keys_expires').on(table.expiresAt),
   ],
 );
+
+/**
+ * How many rows each user has in api_keys, live or expired but not yet purged (so never fewer than
+ * their live keys). Triggers on api_keys keep it in step in the writing transaction (migration 0001),
+ * whoever writes; a create locks its user's row, which serialises that user's creates on every
+ * replica, and counts the live keys exactly only once this reaches MAX_KEYS_PER_USER.
+ */
+export const userKeyCounts = pgTable('user_key_counts', {
+  userId: bigint('user_id', { mode: 'number' }).primaryKey(),
+  keys: integer('keys').notNull(),
+});

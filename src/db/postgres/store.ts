@@ -1,7 +1,8 @@
 // The ApiKeyStore on PostgreSQL, for any number of replicas on one database. Each write is its own
-// transaction (COMMIT returned before its promise resolves, synchronous_commit on); the per-user cap
-// holds across replicas through a per-user advisory lock taken inside the transaction; a delete or
-// rotation NOTIFYs the other replicas in the same transaction, and LISTEN evicts their cached keys.
+// transaction (COMMIT returned before its promise resolves; synchronous_commit is on for every pooled
+// connection, see open.ts); the per-user cap holds across replicas because a create first locks its
+// user's row in user_key_counts (which triggers keep in step with api_keys); a delete or rotation
+// NOTIFYs the other replicas in the same transaction, and LISTEN evicts their cached keys.
 import { and, count, desc, eq, gt, lt, lte, or, sql } from 'drizzle-orm';
 import {
   type ApiKeyRow,
@@ -11,7 +12,7 @@ import {
 } from '../../apikeys/store';
 import { currentRequestSignal, RequestGoneError } from '../../request-scope';
 import type { PostgresDb } from './open';
-import { apiKeys } from './schema';
+import { apiKeys, userKeyCounts } from './schema';
 
 /** The NOTIFY channel: a payload is the sending replica's id, a space, and the comma-separated key ids. */
 export const KEYS_CHANNEL = 'keygate_keys';
@@ -63,8 +64,6 @@ export async function createPostgresApiKeyStore(
     const request = currentRequestSignal();
     const done = db
       .transaction(async (tx) => {
-        // Durability must not depend on the server's default: a 201 or 204 means the commit is on disk.
-        await tx.execute(sql`SET LOCAL synchronous_commit TO on`);
         const value = await work(tx);
         // As in SQLite's group commit: a change whose answer nobody can receive (Bun closed the
         // connection, README "Pipelined requests") is rolled back rather than committed.
@@ -85,9 +84,19 @@ export async function createPostgresApiKeyStore(
       await tx.execute(sql`SELECT pg_notify(${KEYS_CHANNEL}, ${payload})`);
     }
   };
-  /** Serialises the writes that count one user's keys, across every replica, until the transaction ends. */
-  const lockUser = (tx: { execute: PostgresDb['execute'] }, userId: number) =>
-    tx.execute(sql`SELECT pg_advisory_xact_lock(hashtextextended(${`keygate.user.${userId}`}, 0))`);
+  /**
+   * Locks the user's counter row until the transaction ends and answers the rows it counts. The lock
+   * serialises the user's creates and capped rotations across every replica: the next one waits here
+   * and then reads the count this one's insert left. A user's first key creates the row (at 0).
+   */
+  const lockKeysHeld = async (tx: Pick<PostgresDb, 'insert'>, userId: number) => {
+    const [row] = await tx
+      .insert(userKeyCounts)
+      .values({ userId, keys: 0 })
+      .onConflictDoUpdate({ target: userKeyCounts.userId, set: { keys: sql`${userKeyCounts.keys}` } })
+      .returning({ keys: userKeyCounts.keys });
+    return row?.keys ?? 0;
+  };
   const liveCount = async (tx: Pick<PostgresDb, 'select'>, userId: number, now: number) => {
     const [row] = await tx
       .select({ n: count() })
@@ -95,6 +104,17 @@ export async function createPostgresApiKeyStore(
       .where(and(eq(apiKeys.userId, userId), gt(apiKeys.expiresAt, now)));
     return row?.n ?? 0;
   };
+  /**
+   * Whether the user may hold one more live key, under the counter row's lock. The counter (rows held,
+   * expired ones not yet purged included) is never below the live count, so under the cap it answers
+   * alone; at the cap the live keys are counted exactly, so the cost no longer grows with the user's keys.
+   */
+  const belowCap = async (
+    tx: Pick<PostgresDb, 'insert' | 'select'>,
+    userId: number,
+    now: number,
+    limit: number,
+  ) => (await lockKeysHeld(tx, userId)) < limit || (await liveCount(tx, userId, now)) < limit;
 
   async function drained(): Promise<void> {
     await Promise.allSettled([...inFlight]);
@@ -148,8 +168,7 @@ export async function createPostgresApiKeyStore(
 
     async insertKeyWithinLimit(row, limit) {
       const outcome = await write(async (tx) => {
-        await lockUser(tx, row.userId);
-        if ((await liveCount(tx, row.userId, row.createdAt)) >= limit) return 'limit-reached' as const;
+        if (!(await belowCap(tx, row.userId, row.createdAt, limit))) return 'limit-reached' as const;
         await tx.insert(apiKeys).values(toColumns(row));
         return 'inserted' as const;
       });
@@ -160,8 +179,10 @@ export async function createPostgresApiKeyStore(
 
     async deleteKey(id) {
       const deleted = await write(async (tx) => {
-        const rows = await tx.delete(apiKeys).where(eq(apiKeys.id, id)).returning({ id: apiKeys.id });
-        if (rows.length > 0) await notify(tx, [id]);
+        // One statement: the NOTIFY is sent only when a row went, without a second round trip.
+        const rows = await tx.execute(sql`
+          WITH gone AS (DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ${id} RETURNING 1)
+          SELECT pg_notify(${KEYS_CHANNEL}, ${`${replicaId} ${id}`}) FROM gone`);
         return rows.length > 0;
       });
       if (deleted) announce([id]);
@@ -171,15 +192,15 @@ export async function createPostgresApiKeyStore(
     async rotateKey({ previousId, previousExpiresAt, next, limit }) {
       const outcome = await write(async (tx) => {
         const now = next.createdAt;
-        if (limit !== undefined) await lockUser(tx, next.userId);
         // Locked and checked again inside the transaction: a delete or rotation elsewhere may have won.
+        // The key row before the counter row, as a delete takes them: the two cannot deadlock.
         const [previous] = await tx
           .select({ expiresAt: apiKeys.expiresAt })
           .from(apiKeys)
           .where(eq(apiKeys.id, previousId))
           .for('update');
         if (previous === undefined || previous.expiresAt <= now) return 'not-found' as const;
-        if (limit !== undefined && (await liveCount(tx, next.userId, now)) >= limit) {
+        if (limit !== undefined && !(await belowCap(tx, next.userId, now, limit))) {
           return 'limit-reached' as const;
         }
         await tx.update(apiKeys).set({ expiresAt: previousExpiresAt }).where(eq(apiKeys.id, previousId));
