@@ -33,9 +33,6 @@ export async function openPostgres(url: string, poolSize: number): Promise<Postg
     // Give up on a connection attempt quickly: requests answer 503 rather than wait while it is down.
     connectionTimeout: 5,
     idleTimeout: 60,
-    // Durability must not depend on the server's default: a 201 or 204 means the commit is on disk.
-    // Sent in each connection's startup message, so no write spends a round trip on SET LOCAL.
-    connection: { synchronous_commit: 'on' },
   });
   const db = drizzle({ client, schema }) as PostgresDb;
   await migrateUnderLock(client, MIGRATIONS);

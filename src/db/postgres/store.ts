@@ -1,6 +1,5 @@
 // The ApiKeyStore on PostgreSQL, for any number of replicas on one database. Each write is its own
-// transaction (COMMIT returned before its promise resolves; synchronous_commit is on for every pooled
-// connection, see open.ts); the per-user cap holds across replicas because a create first locks its
+// transaction (COMMIT returned before its promise resolves, synchronous_commit on); the per-user cap holds across replicas because a create first locks its
 // user's row in user_key_counts (which triggers keep in step with api_keys); a delete or rotation
 // NOTIFYs the other replicas in the same transaction, and LISTEN evicts their cached keys.
 import { and, count, desc, eq, gt, lt, lte, or, sql } from 'drizzle-orm';
@@ -64,6 +63,10 @@ export async function createPostgresApiKeyStore(
     const request = currentRequestSignal();
     const done = db
       .transaction(async (tx) => {
+        // Durability must not depend on the server's default: a 201 or 204 means the commit is on
+        // disk. Per transaction, not in the startup message: PgBouncer refuses unknown startup
+        // parameters by default, and a SET LOCAL passes through it in any pooling mode.
+        await tx.execute(sql`SET LOCAL synchronous_commit TO on`);
         const value = await work(tx);
         // As in SQLite's group commit: a change whose answer nobody can receive (Bun closed the
         // connection, README "Pipelined requests") is rolled back rather than committed.
