@@ -1,8 +1,9 @@
 // The load benchmark (`bun run bench`): builds dist/keygate, runs it pinned to CPU 0 beside a bare
 // Elysia "ceiling" on the same core, drives both with wrk pinned to CPU 1, and writes bench/RESULTS.md.
-// Every keygate run sits between two ceiling-POST runs of the same round; its ratio is to their mean.
-// Options: --duration S --warmup S --rounds N --connections N --users N --seed N --purge --postgres
-//          --log-level L --no-build --metrics (each also BENCH_DURATION, BENCH_ROUNDS, ... in the environment).
+// Every keygate run sits between two ceiling runs of the same round (POST, or GET for forward-auth);
+// its ratio is to their mean.
+// Options: --duration S --warmup S --rounds N --connections N --users N --seed N --verify-keys N --purge
+//          --postgres --log-level L --no-build --metrics (each also BENCH_DURATION, BENCH_VERIFY_KEYS, ...).
 // --postgres runs every case once more on a throwaway PostgreSQL (Debian's server, pinned to the
 // server's CPU beside keygate, synchronous_commit on), from the same empty database.
 // --metrics: keygate also serves /metrics on a second port (to measure what metrics cost).
@@ -47,6 +48,8 @@ type Options = {
   connections: number;
   users: number;
   seed: number;
+  /** Distinct keys the verify and forward-auth cases rotate over (in every database). */
+  verifyKeys: number;
   purge: boolean;
   metrics: boolean;
   postgres: boolean;
@@ -66,6 +69,7 @@ function parseOptions(argv: string[]): Options {
     connections: Number(env('CONNECTIONS', '64')),
     users: Number(env('USERS', '1000')),
     seed: Number(env('SEED', '0')),
+    verifyKeys: Number(env('VERIFY_KEYS', '10000')),
     purge: env('PURGE', '') === '1',
     metrics: env('METRICS', '') === '1',
     postgres: env('POSTGRES', '') === '1',
@@ -91,6 +95,7 @@ function parseOptions(argv: string[]): Options {
     else if (arg === '--connections') options.connections = Number(value());
     else if (arg === '--users') options.users = Number(value());
     else if (arg === '--seed') options.seed = Number(value());
+    else if (arg === '--verify-keys') options.verifyKeys = Number(value());
     else if (arg === '--startups') options.startups = Number(value());
     else if (arg === '--log-level') options.logLevel = value();
     else if (arg === '--cases') options.cases = value().split(',').filter(Boolean);
@@ -102,8 +107,8 @@ function parseOptions(argv: string[]): Options {
     }
   }
   // --rounds 0 skips the cases (with --purge: the purge measurement alone).
-  if (options.duration < 1 || options.users < 1 || options.connections < 1) {
-    throw new Error('--duration, --users and --connections must be at least 1');
+  if (options.duration < 1 || options.users < 1 || options.connections < 1 || options.verifyKeys < 1) {
+    throw new Error('--duration, --users, --connections and --verify-keys must be at least 1');
   }
   return options;
 }
@@ -255,7 +260,9 @@ type Fixtures = {
   oneUserBearerFile: string;
   basicFile: string;
   wrongSecretFile: string;
+  /** `{"key","secret"}` bodies and Basic values of the same `--verify-keys` distinct keys. */
   verifyKeyFile: string;
+  verifyBasicFile: string;
   verifyTokenFile: string;
   templates: Record<string, string>;
 };
@@ -270,6 +277,7 @@ async function prepareFixtures(): Promise<Fixtures> {
   const basics: string[] = [];
   const wrongSecrets: string[] = [];
   const verifyKeys: string[] = [];
+  const verifyBasics: string[] = [];
   const verifyTokens = bearers.map((bearer) => JSON.stringify({ token: bearer.slice('Bearer '.length) }));
   const base64 = (text: string) => Buffer.from(text).toString('base64');
   const callerKeys = {
@@ -281,11 +289,23 @@ async function prepareFixtures(): Promise<Fixtures> {
     onKey(id: string, secret: string) {
       basics.push(`Basic ${base64(`${id}:${secret}`)}`);
       wrongSecrets.push(`Basic ${base64(`${id}:${randomBytes(32).toString('base64url')}`)}`);
+    },
+  };
+  // Verify and forward-auth rotate over more distinct keys than there are callers, so a cache of
+  // recently seen keys cannot hold them all; they are owned round-robin by the load's users.
+  const keysToVerify = {
+    count: options.verifyKeys,
+    userOf: (i: number) => (i % users) + 1,
+    level: 8,
+    expiresAt: Date.now() + 30 * DAY_MS,
+    name: 'bench verify',
+    onKey(id: string, secret: string) {
       verifyKeys.push(JSON.stringify({ key: id, secret }));
+      verifyBasics.push(`Basic ${base64(`${id}:${secret}`)}`);
     },
   };
   const templates: Record<string, string> = { empty: join(scratch, 'template-empty.db') };
-  seedKeys(templates.empty as string, [callerKeys]);
+  seedKeys(templates.empty as string, [callerKeys, keysToVerify]);
   // The PostgreSQL runs start from the same rows, copied over per run (toPostgres).
   if (options.postgres) templates.postgres = templates.empty as string;
   // The seeded keys belong to ten times as many users as the load uses, the load's users among them.
@@ -332,6 +352,7 @@ async function prepareFixtures(): Promise<Fixtures> {
     basicFile: write('basic.txt', basics),
     wrongSecretFile: write('wrong-secret.txt', wrongSecrets),
     verifyKeyFile: write('verify-key.txt', verifyKeys),
+    verifyBasicFile: write('verify-basic.txt', verifyBasics),
     verifyTokenFile: write('verify-token.txt', verifyTokens),
     templates,
   };
@@ -430,10 +451,14 @@ type CaseName =
   | 'create by one user (10k keys)'
   | 'create by one user (100k keys)';
 
+type Ceiling = 'GET' | 'POST';
+
 type Case = {
   name: CaseName;
   /** Expected status; non-2xx counts are reported as "unexpected" only where 2xx is expected. */
   expect: number;
+  /** The ceiling measured before and after this case (default POST): a GET for GET cases. */
+  ceiling?: Ceiling;
   /** Settings of keygate for this case only. */
   env?: Record<string, string>;
   /** Builds the wrk script and args for a run that lasts `seconds` on this database. */
@@ -496,7 +521,8 @@ function cases(fixtures: Fixtures): Case[] {
     {
       name: 'forward-auth (key)',
       expect: 200,
-      load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.basicFile] }),
+      ceiling: 'GET',
+      load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.verifyBasicFile] }),
     },
   ];
 }
@@ -558,6 +584,7 @@ type Run = Figures & {
   round: number;
   case: CaseName;
   db: string;
+  ceiling: Ceiling;
   ceilingRps: number;
   ceilingP99: number;
   expect: number;
@@ -603,23 +630,39 @@ async function main(): Promise<void> {
     `start-up median ${fixed(startup.medianMs, 1)} ms (min ${fixed(startup.minMs, 1)}, max ${fixed(startup.maxMs, 1)})`,
   );
 
-  const ceilingPost = (seconds: number) =>
-    wrk(`${ceilingUrl}`, 'create.lua', ['/apikeys/jwt', fixtures.bearerFile], seconds, options.connections);
-  await ceilingPost(options.warmup + 1);
+  const ceilingGets: Figures[] = [];
+  const ceilingRun = async (kind: Ceiling, seconds: number) => {
+    if (kind === 'POST') {
+      return wrk(
+        ceilingUrl,
+        'create.lua',
+        ['/apikeys/jwt', fixtures.bearerFile],
+        seconds,
+        options.connections,
+      );
+    }
+    const get = await wrk(`${ceilingUrl}/health`, 'get.lua', [], seconds, options.connections);
+    ceilingGets.push(get);
+    return get;
+  };
+  await ceilingRun('POST', options.warmup + 1);
 
   const dbs = Object.keys(fixtures.templates).filter((name) => name !== 'expired');
   const runs: Run[] = [];
-  const ceilingGets: Figures[] = [];
   const memory: Record<string, { idleKb: number[]; peakKb: number[] }> = {};
   for (const db of dbs) memory[db] = { idleKb: [], peakKb: [] };
   const allCases = cases(fixtures).filter(
     (c) => options.cases.length === 0 || options.cases.some((wanted) => c.name.includes(wanted)),
   );
+  const needsGetCeiling = allCases.some((c) => c.ceiling === 'GET');
   for (let round = 1; round <= options.rounds; round++) {
-    let previous = await ceilingPost(options.duration);
+    // The ceiling run after one case is the one before the next, when both want the same kind.
+    let previous: { kind: Ceiling; figures: Figures } | undefined;
     let rateHint = 30_000;
     for (const benchCase of allCases) {
+      const kind = benchCase.ceiling ?? 'POST';
       for (const db of dbs) {
+        if (previous?.kind !== kind) previous = { kind, figures: await ceilingRun(kind, options.duration) };
         const label = `r${round}-${benchCase.name.replace(/\W+/g, '-')}-${db}`;
         const dbPath = join(scratch, `${label}.db`);
         copyFileSync(fixtures.templates[db] as string, dbPath);
@@ -644,7 +687,7 @@ async function main(): Promise<void> {
         if (db === 'postgres') await dropPostgres(databaseUrl);
         memory[db]?.idleKb.push(idle.rssKb);
         memory[db]?.peakKb.push(peak.hwmKb);
-        const next = await ceilingPost(options.duration);
+        const next = await ceilingRun(kind, options.duration);
         if (benchCase.expect !== 403) rateHint = Math.max(rateHint, figures.rps);
         const run: Run = {
           ...figures,
@@ -652,19 +695,22 @@ async function main(): Promise<void> {
           case: benchCase.name,
           db,
           expect: benchCase.expect,
-          ceilingRps: (previous.rps + next.rps) / 2,
-          ceilingP99: (previous.p99 + next.p99) / 2,
+          ceiling: kind,
+          ceilingRps: (previous.figures.rps + next.rps) / 2,
+          ceilingP99: (previous.figures.p99 + next.p99) / 2,
         };
         runs.push(run);
         say(
-          `round ${round} ${benchCase.name} [${db}]: ${thousands(run.rps)} req/s, p50 ${fixed(run.p50)} p99 ${fixed(run.p99)} max ${fixed(run.max)} ms, non-2xx ${run.non2xx}, ÷ ceiling ${fixed(run.rps / run.ceilingRps)} (ceiling ${thousands(run.ceilingRps)})`,
+          `round ${round} ${benchCase.name} [${db}]: ${thousands(run.rps)} req/s, p50 ${fixed(run.p50)} p99 ${fixed(run.p99)} max ${fixed(run.max)} ms, non-2xx ${run.non2xx}, ÷ ceiling ${kind} ${fixed(run.rps / run.ceilingRps)} (ceiling ${thousands(run.ceilingRps)})`,
         );
-        previous = next;
+        previous = { kind, figures: next };
       }
     }
-    const get = await wrk(`${ceilingUrl}/health`, 'get.lua', [], options.duration, options.connections);
-    ceilingGets.push(get);
-    say(`round ${round} ceiling GET: ${thousands(get.rps)} req/s, p99 ${fixed(get.p99)} ms`);
+    // Without a GET case in the run, one ceiling GET a round still gives the report its row.
+    if (!needsGetCeiling) {
+      const get = await ceilingRun('GET', options.duration);
+      say(`round ${round} ceiling GET: ${thousands(get.rps)} req/s, p99 ${fixed(get.p99)} ms`);
+    }
   }
 
   const purge = options.purge ? await measurePurge(fixtures) : undefined;
@@ -828,7 +874,8 @@ function renderReport(input: {
   out.push(
     `keygate (compiled, synchronous=FULL, LOG_LEVEL=${options.logLevel} to a file) and the ceiling on CPU 0, wrk -t1 -c${options.connections} on CPU 1; ` +
       `${options.rounds} rounds of ${options.duration} s per case after ${options.warmup} s warm-up, fresh keygate and database per case; medians over rounds. ` +
-      `Ratios are to the mean of the two ceiling-POST runs around each keygate run. ${options.users} users (tokens / caller keys) in rotation; MAX_KEYS_PER_USER default.`,
+      `Ratios are to the mean of the two ceiling runs around each keygate run: ${ceilingNote(runs)}. ` +
+      `${options.users} users (tokens / caller keys) in rotation; verify and forward-auth rotate over ${thousands(options.verifyKeys)} other distinct keys, seeded in every database; MAX_KEYS_PER_USER default.`,
   );
   out.push('');
   out.push(
@@ -860,9 +907,9 @@ function renderReport(input: {
       );
     }
   }
-  const ceilingRuns = runs.map((r) => r.ceilingRps);
+  const postCeilings = runs.filter((r) => r.ceiling === 'POST');
   out.push(
-    `| ceiling POST | — | ${thousands(median(ceilingRuns))} | | ${fixed(median(runs.map((r) => r.ceilingP99)))} | | | 1.00 | 1.00 |`,
+    `| ceiling POST | — | ${thousands(median(postCeilings.map((r) => r.ceilingRps)))} | | ${fixed(median(postCeilings.map((r) => r.ceilingP99)))} | | | 1.00 | 1.00 |`,
   );
   const gets = input.ceilingGets;
   out.push(
@@ -910,6 +957,14 @@ function renderReport(input: {
       `(min ${fixed(input.startup.minMs, 1)}, max ${fixed(input.startup.maxMs, 1)}). Binary ${fixed(input.binaryBytes / 1e6, 1)} MB. RSS ${memoryLine}.`,
   );
   return out.join('\n');
+}
+
+/** Which ceiling each case's ratio is to, for the report's opening paragraph. */
+function ceilingNote(runs: Run[]): string {
+  const onGet = [...new Set(runs.filter((r) => r.ceiling === 'GET').map((r) => r.case))];
+  return onGet.length === 0
+    ? 'ceiling POST'
+    : `ceiling GET for ${onGet.join(', ')}, ceiling POST for the rest`;
 }
 
 function writeResults(report: string): void {
