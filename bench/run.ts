@@ -243,6 +243,37 @@ async function startKeygate(dbPath: string, env: Record<string, string>, log: st
   return { child, url, log };
 }
 
+/** Polls until the server answers anything at all (the floor and the peer have no health route). */
+async function waitForAnswer(url: string, deadlineMs: number): Promise<void> {
+  const deadline = performance.now() + deadlineMs;
+  while (performance.now() < deadline) {
+    try {
+      await (await fetch(url)).arrayBuffer();
+      return;
+    } catch {
+      // not listening yet
+    }
+    await Bun.sleep(5);
+  }
+  throw new Error(`${url} did not answer within ${deadlineMs} ms`);
+}
+
+/** bench/durable-floor.ts from source, pinned like keygate; its database goes under the scratch dir. */
+async function startFloor(log: string): Promise<Running> {
+  const port = freePort();
+  const child = start(
+    ['taskset', '-c', SERVER_CPU, 'bun', join(BENCH, 'durable-floor.ts'), String(port), 'full'],
+    {
+      // It makes its database in a fresh directory under the temporary directory.
+      env: { TMPDIR: scratch },
+      stdout: log,
+    },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  await waitForAnswer(url, 10_000);
+  return { child, url, log };
+}
+
 function memoryOf(pid: number): { rssKb: number; hwmKb: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
@@ -440,6 +471,7 @@ async function dropPostgres(url: string): Promise<void> {
 
 type CaseName =
   | 'create via JWT'
+  | 'durable floor'
   | 'create via key'
   | 'delete via JWT'
   | 'delete via key'
@@ -453,8 +485,13 @@ type CaseName =
 
 type Ceiling = 'GET' | 'POST';
 
+/** What answers a case: keygate itself, or the yardsticks it is compared with. */
+type Server = 'keygate' | 'floor';
+
 type Case = {
   name: CaseName;
+  /** Default keygate. The others keep their own database and run once a round, not per database. */
+  server?: Server;
   /** Expected status; non-2xx counts are reported as "unexpected" only where 2xx is expected. */
   expect: number;
   /** The ceiling measured before and after this case (default POST): a GET for GET cases. */
@@ -478,6 +515,13 @@ function cases(fixtures: Fixtures): Case[] {
     {
       name: 'create via JWT',
       expect: 201,
+      load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] }),
+    },
+    {
+      // The least a durable create can do on this core (bench/durable-floor.ts), under the same load.
+      name: 'durable floor',
+      expect: 201,
+      server: 'floor',
       load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] }),
     },
     {
@@ -525,6 +569,51 @@ function cases(fixtures: Fixtures): Case[] {
       load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.verifyBasicFile] }),
     },
   ];
+}
+
+// ---------------------------------------------------------------- one case on one database
+
+/** The database label of the floor and the peer: they make their own file, not a copy of a template. */
+const OWN_DATABASE = 'own';
+
+/** Starts the case's server on a fresh database, warms it up, measures, stops it; keygate's RSS into `memory`. */
+async function runCase(
+  benchCase: Case,
+  db: string,
+  label: string,
+  rateHint: number,
+  fixtures: Fixtures,
+  memory: Record<string, { idleKb: number[]; peakKb: number[] }>,
+): Promise<Figures> {
+  const dbPath = join(scratch, `${label}.db`);
+  const log = join(scratch, `${label}.log`);
+  const server = benchCase.server ?? 'keygate';
+  if (server === 'keygate') copyFileSync(fixtures.templates[db] as string, dbPath);
+  const warm = benchCase.load(dbPath, options.warmup, `${label}-warm`, rateHint);
+  const measured = benchCase.load(dbPath, options.duration, label, rateHint);
+  const databaseUrl = db === 'postgres' ? await toPostgres(dbPath, label) : dbPath;
+  const running =
+    server === 'floor' ? await startFloor(log) : await startKeygate(databaseUrl, benchCase.env ?? {}, log);
+  const idle = memoryOf(running.child.pid);
+  await wrk(running.url, warm.script, warm.args, options.warmup, options.connections);
+  const figures = await wrk(
+    running.url,
+    measured.script,
+    measured.args,
+    options.duration,
+    options.connections,
+  );
+  const peak = memoryOf(running.child.pid);
+  await stop(running.child);
+  rmSync(dbPath, { force: true });
+  rmSync(`${dbPath}-wal`, { force: true });
+  rmSync(log, { force: true });
+  if (db === 'postgres') await dropPostgres(databaseUrl);
+  if (server === 'keygate') {
+    memory[db]?.idleKb.push(idle.rssKb);
+    memory[db]?.peakKb.push(peak.hwmKb);
+  }
+  return figures;
 }
 
 // ---------------------------------------------------------------- start-up time
@@ -661,34 +750,13 @@ async function main(): Promise<void> {
     let rateHint = 30_000;
     for (const benchCase of allCases) {
       const kind = benchCase.ceiling ?? 'POST';
-      for (const db of dbs) {
+      const server = benchCase.server ?? 'keygate';
+      for (const db of server === 'keygate' ? dbs : [OWN_DATABASE]) {
         if (previous?.kind !== kind) previous = { kind, figures: await ceilingRun(kind, options.duration) };
         const label = `r${round}-${benchCase.name.replace(/\W+/g, '-')}-${db}`;
-        const dbPath = join(scratch, `${label}.db`);
-        copyFileSync(fixtures.templates[db] as string, dbPath);
-        const warm = benchCase.load(dbPath, options.warmup, `${label}-warm`, rateHint);
-        const measured = benchCase.load(dbPath, options.duration, label, rateHint);
-        const databaseUrl = db === 'postgres' ? await toPostgres(dbPath, label) : dbPath;
-        const keygate = await startKeygate(databaseUrl, benchCase.env ?? {}, join(scratch, `${label}.log`));
-        const idle = memoryOf(keygate.child.pid);
-        await wrk(keygate.url, warm.script, warm.args, options.warmup, options.connections);
-        const figures = await wrk(
-          keygate.url,
-          measured.script,
-          measured.args,
-          options.duration,
-          options.connections,
-        );
-        const peak = memoryOf(keygate.child.pid);
-        await stop(keygate.child);
-        rmSync(dbPath, { force: true });
-        rmSync(`${dbPath}-wal`, { force: true });
-        rmSync(keygate.log, { force: true });
-        if (db === 'postgres') await dropPostgres(databaseUrl);
-        memory[db]?.idleKb.push(idle.rssKb);
-        memory[db]?.peakKb.push(peak.hwmKb);
+        const figures = await runCase(benchCase, db, label, rateHint, fixtures, memory);
         const next = await ceilingRun(kind, options.duration);
-        if (benchCase.expect !== 403) rateHint = Math.max(rateHint, figures.rps);
+        if (server === 'keygate' && benchCase.expect !== 403) rateHint = Math.max(rateHint, figures.rps);
         const run: Run = {
           ...figures,
           round,
@@ -894,14 +962,10 @@ function renderReport(input: {
     p99Ratio: median(list.map((r) => r.p99 / r.ceilingP99)),
   });
   for (const name of names) {
-    for (const db of dbs) {
+    for (const db of [...dbs, OWN_DATABASE]) {
+      if (group(name, db).length === 0) continue;
       const m = medians(group(name, db));
-      const dbLabel =
-        db === 'seeded'
-          ? `${thousands(options.seed)} keys`
-          : db === 'postgres'
-            ? 'empty, PostgreSQL'
-            : 'empty';
+      const dbLabel = DATABASE_LABELS[db] ?? `${thousands(options.seed)} keys`;
       out.push(
         `| ${name} | ${dbLabel} | ${thousands(m.rps)} | ${fixed(m.p50)} | ${fixed(m.p99)} | ${fixed(m.max)} | ${thousands(m.non2xx)} | ${fixed(m.ratio)} | ${fixed(m.p99Ratio)} |`,
       );
@@ -928,7 +992,7 @@ function renderReport(input: {
     out.push('');
     out.push('| case | req/s | p50 | p99 | max |');
     out.push('|---|---:|---:|---:|---:|');
-    for (const name of names) {
+    for (const name of names.filter((n) => group(n, 'seeded').length > 0)) {
       const a = medians(group(name, 'seeded'));
       const b = medians(group(name, 'empty'));
       out.push(
@@ -958,6 +1022,12 @@ function renderReport(input: {
   );
   return out.join('\n');
 }
+
+const DATABASE_LABELS: Record<string, string> = {
+  empty: 'empty',
+  postgres: 'empty, PostgreSQL',
+  [OWN_DATABASE]: 'its own SQLite file',
+};
 
 /** Which ceiling each case's ratio is to, for the report's opening paragraph. */
 function ceilingNote(runs: Run[]): string {
