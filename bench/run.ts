@@ -289,6 +289,8 @@ type Fixtures = {
   bearerFile: string;
   /** User 1's token only. */
   oneUserBearerFile: string;
+  /** User 2's token only (the light user of the fairness cases). */
+  secondUserBearerFile: string;
   basicFile: string;
   wrongSecretFile: string;
   /** `{"key","secret"}` bodies and Basic values of the same `--verify-keys` distinct keys. */
@@ -380,6 +382,9 @@ async function prepareFixtures(): Promise<Fixtures> {
   return {
     bearerFile: write('bearer.txt', bearers),
     oneUserBearerFile: write('bearer-one-user.txt', bearers.slice(0, 1)),
+    secondUserBearerFile: write('bearer-second-user.txt', [
+      `Bearer ${await jwt.sign({ sub: 2, level: 8, ttlSeconds: 7200 })}`,
+    ]),
     basicFile: write('basic.txt', basics),
     wrongSecretFile: write('wrong-secret.txt', wrongSecrets),
     verifyKeyFile: write('verify-key.txt', verifyKeys),
@@ -481,7 +486,9 @@ type CaseName =
   | 'forward-auth (key)'
   | 'create by one user (0 keys)'
   | 'create by one user (10k keys)'
-  | 'create by one user (100k keys)';
+  | 'create by one user (100k keys)'
+  | "fairness: another user's create"
+  | 'fairness baseline';
 
 type Ceiling = 'GET' | 'POST';
 
@@ -498,9 +505,27 @@ type Case = {
   ceiling?: Ceiling;
   /** Settings of keygate for this case only. */
   env?: Record<string, string>;
+  /** Adds the case's own rows to its fresh database copy, once, before the loads are built. */
+  seed?(dbPath: string): void;
   /** Builds the wrk script and args for a run that lasts `seconds` on this database. */
-  load(dbPath: string, seconds: number, label: string, rateHint: number): { script: string; args: string[] };
+  load(dbPath: string, seconds: number, label: string, rateHint: number): Load;
 };
+
+type WrkLoad = { script: string; args: string[] };
+
+/**
+ * What wrk sends. With `light`, a second wrk with one connection runs beside the main one (which then
+ * has one connection fewer), and the case's figures are the light one's: how another user fares.
+ */
+type Load = WrkLoad & { light?: WrkLoad };
+
+const UNCAPPED = '1000000000';
+
+/** User 1's `count` live keys, for the one-user and fairness cases. */
+function seedHeldKeys(dbPath: string, count: number): void {
+  if (count === 0) return;
+  seedKeys(dbPath, [{ count, userOf: () => 1, level: 1, expiresAt: Date.now() + DAY_MS, name: 'held' }]);
+}
 
 function cases(fixtures: Fixtures): Case[] {
   const deletes = (suffix: 'jwt' | 'key', authFile: string) => {
@@ -551,15 +576,29 @@ function cases(fixtures: Fixtures): Case[] {
         name: `create by one user (${held === 0 ? '0' : `${held / 1000}k`} keys)` as CaseName,
         expect: 201,
         // One user holds `held` live keys and creates more; the cap is out of the way.
-        env: { MAX_KEYS_PER_USER: '1000000000' },
-        load: (dbPath) => {
-          if (held > 0) {
-            seedKeys(dbPath, [
-              { count: held, userOf: () => 1, level: 1, expiresAt: Date.now() + DAY_MS, name: 'held' },
-            ]);
-          }
-          return { script: 'create.lua', args: ['/apikeys/jwt', fixtures.oneUserBearerFile] };
-        },
+        env: { MAX_KEYS_PER_USER: UNCAPPED },
+        seed: (dbPath) => seedHeldKeys(dbPath, held),
+        load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.oneUserBearerFile] }),
+      }),
+    ),
+    // User 1 holds 100k live keys in both; the heavy load creates as user 1 alone, or as all the
+    // users (the baseline). User 2 creates beside it on one connection: its latency is the figure.
+    ...(
+      [
+        ["fairness: another user's create", fixtures.oneUserBearerFile],
+        ['fairness baseline', fixtures.bearerFile],
+      ] as const
+    ).map(
+      ([name, heavyBearers]): Case => ({
+        name,
+        expect: 201,
+        env: { MAX_KEYS_PER_USER: UNCAPPED },
+        seed: (dbPath) => seedHeldKeys(dbPath, 100_000),
+        load: () => ({
+          script: 'create.lua',
+          args: ['/apikeys/jwt', heavyBearers],
+          light: { script: 'create.lua', args: ['/apikeys/jwt', fixtures.secondUserBearerFile] },
+        }),
       }),
     ),
     {
@@ -584,25 +623,20 @@ async function runCase(
   rateHint: number,
   fixtures: Fixtures,
   memory: Record<string, { idleKb: number[]; peakKb: number[] }>,
-): Promise<Figures> {
+): Promise<Figures & { heavyRps?: number }> {
   const dbPath = join(scratch, `${label}.db`);
   const log = join(scratch, `${label}.log`);
   const server = benchCase.server ?? 'keygate';
   if (server === 'keygate') copyFileSync(fixtures.templates[db] as string, dbPath);
+  benchCase.seed?.(dbPath);
   const warm = benchCase.load(dbPath, options.warmup, `${label}-warm`, rateHint);
   const measured = benchCase.load(dbPath, options.duration, label, rateHint);
   const databaseUrl = db === 'postgres' ? await toPostgres(dbPath, label) : dbPath;
   const running =
     server === 'floor' ? await startFloor(log) : await startKeygate(databaseUrl, benchCase.env ?? {}, log);
   const idle = memoryOf(running.child.pid);
-  await wrk(running.url, warm.script, warm.args, options.warmup, options.connections);
-  const figures = await wrk(
-    running.url,
-    measured.script,
-    measured.args,
-    options.duration,
-    options.connections,
-  );
+  await drive(running.url, warm, options.warmup);
+  const { figures, heavy } = await drive(running.url, measured, options.duration);
   const peak = memoryOf(running.child.pid);
   await stop(running.child);
   rmSync(dbPath, { force: true });
@@ -613,7 +647,21 @@ async function runCase(
     memory[db]?.idleKb.push(idle.rssKb);
     memory[db]?.peakKb.push(peak.hwmKb);
   }
-  return figures;
+  return { ...figures, heavyRps: heavy?.rps };
+}
+
+/** Runs a case's load; with a light load beside it, both wrk processes at once on the load CPU. */
+async function drive(
+  url: string,
+  load: Load,
+  seconds: number,
+): Promise<{ figures: Figures; heavy?: Figures }> {
+  if (!load.light) return { figures: await wrk(url, load.script, load.args, seconds, options.connections) };
+  const [heavy, light] = await Promise.all([
+    wrk(url, load.script, load.args, seconds, Math.max(1, options.connections - 1)),
+    wrk(url, load.light.script, load.light.args, seconds, 1),
+  ]);
+  return { figures: light, heavy };
 }
 
 // ---------------------------------------------------------------- start-up time
@@ -670,6 +718,8 @@ function say(line: string): void {
 }
 
 type Run = Figures & {
+  /** The fairness cases: the heavy load's rate (the figures are the light user's). */
+  heavyRps?: number;
   round: number;
   case: CaseName;
   db: string;
@@ -926,6 +976,59 @@ function machineLine(): string {
   return `${cpus().length} CPUs (nproc ${navigator.hardwareConcurrency}), ${cpus()[0]?.model ?? 'unknown CPU'}, Linux ${kernel}, Bun ${Bun.version}`;
 }
 
+const FAIRNESS_CASES: CaseName[] = ["fairness: another user's create", 'fairness baseline'];
+
+/** Medians over rounds of one case on one database. */
+function mediansOf(list: Run[]) {
+  return {
+    rps: median(list.map((r) => r.rps)),
+    p50: median(list.map((r) => r.p50)),
+    p99: median(list.map((r) => r.p99)),
+    max: median(list.map((r) => r.max)),
+    non2xx: median(list.map((r) => r.non2xx)),
+    ratio: median(list.map((r) => r.rps / r.ceilingRps)),
+    p99Ratio: median(list.map((r) => r.p99 / r.ceilingP99)),
+    heavyRps: median(list.map((r) => r.heavyRps ?? Number.NaN)),
+  };
+}
+
+/** User 2's create latency beside a heavy user (user 1 alone) and beside the same load spread out. */
+function renderFairness(runs: Run[], dbs: string[]): string[] {
+  const [alone, baseline] = FAIRNESS_CASES as [CaseName, CaseName];
+  const group = (name: CaseName, db: string) => runs.filter((r) => r.case === name && r.db === db);
+  const measured = dbs.filter((db) => group(alone, db).length > 0 && group(baseline, db).length > 0);
+  if (measured.length === 0) return [];
+  const out: string[] = [];
+  out.push(
+    `Fairness: user 1 holds 100k live keys (cap raised); a heavy create-via-JWT load on ${Math.max(1, options.connections - 1)} connections ` +
+      `and user 2 creating on 1 connection beside it, both wrk on CPU 1; the latencies are user 2's (medians over rounds).`,
+  );
+  out.push('');
+  out.push(
+    '| heavy load | database | heavy req/s | user 2 req/s | user 2 p50 ms | p99 ms | max ms | non-2xx |',
+  );
+  out.push('|---|---|---:|---:|---:|---:|---:|---:|');
+  const heavyLabels: Record<string, string> = {
+    [alone]: 'user 1 alone',
+    [baseline]: `spread over the ${options.users} users (baseline)`,
+  };
+  for (const db of measured) {
+    for (const name of [alone, baseline]) {
+      const m = mediansOf(group(name, db));
+      out.push(
+        `| ${heavyLabels[name]} | ${databaseLabel(db)} | ${thousands(m.heavyRps)} | ${thousands(m.rps)} | ${fixed(m.p50)} | ${fixed(m.p99)} | ${fixed(m.max)} | ${thousands(m.non2xx)} |`,
+      );
+    }
+  }
+  out.push('');
+  const ratios = measured.map((db) => {
+    const ratio = mediansOf(group(alone, db)).p99 / mediansOf(group(baseline, db)).p99;
+    return `${databaseLabel(db)} ${fixed(ratio)}`;
+  });
+  out.push(`User 2's p99 beside user 1 alone ÷ beside the spread load: ${ratios.join('; ')}.`);
+  return out;
+}
+
 function renderReport(input: {
   runs: Run[];
   ceilingGets: Figures[];
@@ -950,22 +1053,15 @@ function renderReport(input: {
     '| case | database | req/s | p50 ms | p99 ms | max ms | non-2xx | ÷ ceiling req/s | p99 ÷ ceiling p99 |',
   );
   out.push('|---|---|---:|---:|---:|---:|---:|---:|---:|');
-  const names = [...new Set(runs.map((r) => r.case))];
+  // The fairness cases' figures are another user's, beside a heavy load: they get their own table.
+  const names = [...new Set(runs.map((r) => r.case))].filter((name) => !FAIRNESS_CASES.includes(name));
   const group = (name: CaseName, db: string) => runs.filter((r) => r.case === name && r.db === db);
-  const medians = (list: Run[]) => ({
-    rps: median(list.map((r) => r.rps)),
-    p50: median(list.map((r) => r.p50)),
-    p99: median(list.map((r) => r.p99)),
-    max: median(list.map((r) => r.max)),
-    non2xx: median(list.map((r) => r.non2xx)),
-    ratio: median(list.map((r) => r.rps / r.ceilingRps)),
-    p99Ratio: median(list.map((r) => r.p99 / r.ceilingP99)),
-  });
+  const medians = mediansOf;
   for (const name of names) {
     for (const db of [...dbs, OWN_DATABASE]) {
       if (group(name, db).length === 0) continue;
       const m = medians(group(name, db));
-      const dbLabel = DATABASE_LABELS[db] ?? `${thousands(options.seed)} keys`;
+      const dbLabel = databaseLabel(db);
       out.push(
         `| ${name} | ${dbLabel} | ${thousands(m.rps)} | ${fixed(m.p50)} | ${fixed(m.p99)} | ${fixed(m.max)} | ${thousands(m.non2xx)} | ${fixed(m.ratio)} | ${fixed(m.p99Ratio)} |`,
       );
@@ -1000,6 +1096,8 @@ function renderReport(input: {
       );
     }
   }
+  const fairness = renderFairness(runs, dbs);
+  if (fairness.length > 0) out.push('', ...fairness);
   if (input.purge) {
     const p = input.purge;
     out.push('');
@@ -1028,6 +1126,10 @@ const DATABASE_LABELS: Record<string, string> = {
   postgres: 'empty, PostgreSQL',
   [OWN_DATABASE]: 'its own SQLite file',
 };
+
+function databaseLabel(db: string): string {
+  return DATABASE_LABELS[db] ?? `${thousands(options.seed)} keys`;
+}
 
 /** Which ceiling each case's ratio is to, for the report's opening paragraph. */
 function ceilingNote(runs: Run[]): string {
