@@ -274,6 +274,79 @@ async function startFloor(log: string): Promise<Running> {
   return { child, url, log };
 }
 
+const PEER = join(BENCH, 'peer');
+
+/** bench/peer/server.ts (better-auth's api-key plugin), pinned like keygate, on its own database file. */
+async function startPeer(dbPath: string, log: string): Promise<Running> {
+  const port = freePort();
+  const child = start(['taskset', '-c', SERVER_CPU, 'bun', join(PEER, 'server.ts'), String(port), dbPath], {
+    stdout: log,
+  });
+  const url = `http://127.0.0.1:${port}`;
+  // It migrates its schema and adds its 1000 users before it listens.
+  await waitForAnswer(url, 30_000);
+  return { child, url, log };
+}
+
+/** The peer has its own package.json; its dependencies are installed on first use. */
+function ensurePeerInstalled(): void {
+  if (existsSync(join(PEER, 'node_modules'))) return;
+  say('bench/peer: bun install --frozen-lockfile ...');
+  const install = Bun.spawnSync(['bun', 'install', '--frozen-lockfile'], {
+    cwd: PEER,
+    stdout: 'inherit',
+    stderr: 'inherit',
+  });
+  if (install.exitCode !== 0) throw new Error('bun install in bench/peer failed');
+}
+
+const PEER_VERIFY_KEYS = 10_000;
+const PEER_FEWER_KEYS = 1000;
+const PEER_PREPARE_MS = 20_000;
+/** How the peer's verify keys were made, for the report (the last preparation of the run). */
+let peerKeys: { created: number; ms: number; used: number } | undefined;
+
+/**
+ * Creates the keys the peer's verify case rotates over through its own API (its key hashing and
+ * storage are its own): 10k like keygate's if that fits in ~20 s, else 1000. Checks one verifies.
+ */
+async function preparePeerKeys(url: string, createFile: string, verifyFile: string): Promise<void> {
+  const bodies = readFileSync(createFile, 'utf8').split('\n').filter(Boolean);
+  const keys: string[] = [];
+  const started = performance.now();
+  let next = 0;
+  const creator = async () => {
+    while (next < PEER_VERIFY_KEYS && performance.now() - started < PEER_PREPARE_MS) {
+      const body = bodies[next++ % bodies.length] as string;
+      const response = await fetch(`${url}/create`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body,
+      });
+      if (response.status !== 201) throw new Error(`peer /create answered ${response.status}`);
+      keys.push(((await response.json()) as { apikey: { key: string } }).apikey.key);
+    }
+  };
+  await Promise.all(Array.from({ length: 32 }, creator));
+  const ms = performance.now() - started;
+  const used = keys.length >= PEER_VERIFY_KEYS ? keys : keys.slice(0, PEER_FEWER_KEYS);
+  if (used.length < PEER_FEWER_KEYS) throw new Error(`only ${keys.length} peer keys in ${Math.round(ms)} ms`);
+  const check = await fetch(`${url}/verify`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ key: used[0] }),
+  });
+  const answer = (await check.json()) as { valid?: boolean };
+  if (check.status !== 200 || answer.valid !== true) {
+    throw new Error(`peer /verify of a fresh key answered ${check.status}, valid ${answer.valid}`);
+  }
+  writeFileSync(verifyFile, `${used.map((key) => JSON.stringify({ key })).join('\n')}\n`, { mode: 0o600 });
+  peerKeys = { created: keys.length, ms, used: used.length };
+  say(
+    `peer: ${keys.length} keys created through its API in ${Math.round(ms)} ms; verify rotates over ${used.length}`,
+  );
+}
+
 function memoryOf(pid: number): { rssKb: number; hwmKb: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
@@ -296,6 +369,9 @@ type Fixtures = {
   /** `{"key","secret"}` bodies and Basic values of the same `--verify-keys` distinct keys. */
   verifyKeyFile: string;
   verifyBasicFile: string;
+  /** The peer's create bodies (one per user) and, once prepared, its verify bodies. */
+  peerCreateFile: string;
+  peerVerifyFile: string;
   verifyTokenFile: string;
   templates: Record<string, string>;
 };
@@ -389,6 +465,13 @@ async function prepareFixtures(): Promise<Fixtures> {
     wrongSecretFile: write('wrong-secret.txt', wrongSecrets),
     verifyKeyFile: write('verify-key.txt', verifyKeys),
     verifyBasicFile: write('verify-basic.txt', verifyBasics),
+    peerCreateFile: write(
+      'peer-create.txt',
+      Array.from({ length: users }, (_, i) =>
+        JSON.stringify({ userId: String((i % 1000) + 1), name: 'bench', expiresIn: 86400 }),
+      ),
+    ),
+    peerVerifyFile: join(scratch, 'peer-verify.txt'),
     verifyTokenFile: write('verify-token.txt', verifyTokens),
     templates,
   };
@@ -484,6 +567,8 @@ type CaseName =
   | 'verify (key)'
   | 'verify (token)'
   | 'forward-auth (key)'
+  | 'peer create (better-auth)'
+  | 'peer verify (better-auth)'
   | 'create by one user (0 keys)'
   | 'create by one user (10k keys)'
   | 'create by one user (100k keys)'
@@ -493,7 +578,7 @@ type CaseName =
 type Ceiling = 'GET' | 'POST';
 
 /** What answers a case: keygate itself, or the yardsticks it is compared with. */
-type Server = 'keygate' | 'floor';
+type Server = 'keygate' | 'floor' | 'peer';
 
 type Case = {
   name: CaseName;
@@ -507,6 +592,8 @@ type Case = {
   env?: Record<string, string>;
   /** Adds the case's own rows to its fresh database copy, once, before the loads are built. */
   seed?(dbPath: string): void;
+  /** Runs once the server answers, before the warm-up (the peer's keys are made through its API). */
+  prepare?(url: string): Promise<void>;
   /** Builds the wrk script and args for a run that lasts `seconds` on this database. */
   load(dbPath: string, seconds: number, label: string, rateHint: number): Load;
 };
@@ -607,6 +694,19 @@ function cases(fixtures: Fixtures): Case[] {
       ceiling: 'GET',
       load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.verifyBasicFile] }),
     },
+    {
+      name: 'peer create (better-auth)',
+      expect: 201,
+      server: 'peer',
+      load: () => ({ script: 'post-body.lua', args: ['/create', fixtures.peerCreateFile] }),
+    },
+    {
+      name: 'peer verify (better-auth)',
+      expect: 200,
+      server: 'peer',
+      prepare: (url) => preparePeerKeys(url, fixtures.peerCreateFile, fixtures.peerVerifyFile),
+      load: () => ({ script: 'post-body.lua', args: ['/verify', fixtures.peerVerifyFile] }),
+    },
   ];
 }
 
@@ -633,7 +733,12 @@ async function runCase(
   const measured = benchCase.load(dbPath, options.duration, label, rateHint);
   const databaseUrl = db === 'postgres' ? await toPostgres(dbPath, label) : dbPath;
   const running =
-    server === 'floor' ? await startFloor(log) : await startKeygate(databaseUrl, benchCase.env ?? {}, log);
+    server === 'floor'
+      ? await startFloor(log)
+      : server === 'peer'
+        ? await startPeer(dbPath, log)
+        : await startKeygate(databaseUrl, benchCase.env ?? {}, log);
+  await benchCase.prepare?.(running.url);
   const idle = memoryOf(running.child.pid);
   await drive(running.url, warm, options.warmup);
   const { figures, heavy } = await drive(running.url, measured, options.duration);
@@ -641,6 +746,7 @@ async function runCase(
   await stop(running.child);
   rmSync(dbPath, { force: true });
   rmSync(`${dbPath}-wal`, { force: true });
+  rmSync(`${dbPath}-shm`, { force: true });
   rmSync(log, { force: true });
   if (db === 'postgres') await dropPostgres(databaseUrl);
   if (server === 'keygate') {
@@ -794,6 +900,7 @@ async function main(): Promise<void> {
     (c) => options.cases.length === 0 || options.cases.some((wanted) => c.name.includes(wanted)),
   );
   const needsGetCeiling = allCases.some((c) => c.ceiling === 'GET');
+  if (allCases.some((c) => c.server === 'peer')) ensurePeerInstalled();
   for (let round = 1; round <= options.rounds; round++) {
     // The ceiling run after one case is the one before the next, when both want the same kind.
     let previous: { kind: Ceiling; figures: Figures } | undefined;
@@ -1029,6 +1136,47 @@ function renderFairness(runs: Run[], dbs: string[]): string[] {
   return out;
 }
 
+/** keygate beside better-auth's api-key plugin: create and verify, same wrk settings, same core. */
+function renderPeer(runs: Run[]): string[] {
+  const pairs: Array<[string, CaseName, CaseName]> = [
+    ['create', 'create via JWT', 'peer create (better-auth)'],
+    ['verify', 'verify (key)', 'peer verify (better-auth)'],
+  ];
+  const group = (name: CaseName, db: string) => runs.filter((r) => r.case === name && r.db === db);
+  const measured = pairs.filter(
+    ([, ours, peer]) => group(ours, 'empty').length > 0 && group(peer, OWN_DATABASE).length > 0,
+  );
+  if (measured.length === 0) return [];
+  const versions = JSON.parse(readFileSync(join(PEER, 'package.json'), 'utf8')).dependencies as Record<
+    string,
+    string
+  >;
+  const out: string[] = [];
+  out.push(
+    `Beside better-auth ${versions['better-auth']} with @better-auth/api-key ${versions['@better-auth/api-key']} (bench/peer: Elysia, bun:sqlite WAL, synchronous=FULL, rate limit off), ` +
+      `pinned to CPU 0 with its own database file, same wrk settings. keygate's rows are its empty SQLite database. ` +
+      `The peer's create takes the user id in the body (no caller authentication); keygate's verifies a JWT. ` +
+      `The peer's verify also writes the key's lastRequest (one UPDATE, its own fsync, on every call, even with rate limits off). ` +
+      (peerKeys
+        ? `The peer's verify rotates over ${thousands(peerKeys.used)} keys created through its own API before the run (${thousands(peerKeys.created)} made in ${fixed(peerKeys.ms / 1000, 1)} s)` +
+          `${peerKeys.used < PEER_VERIFY_KEYS ? `, fewer than keygate's ${thousands(options.verifyKeys)} because ${thousands(PEER_VERIFY_KEYS)} took longer than ${PEER_PREPARE_MS / 1000} s` : ''}.`
+        : ''),
+  );
+  out.push('');
+  out.push(
+    '| operation | keygate case | keygate req/s | p99 ms | better-auth req/s | p99 ms | keygate ÷ better-auth req/s |',
+  );
+  out.push('|---|---|---:|---:|---:|---:|---:|');
+  for (const [operation, ours, peer] of measured) {
+    const a = mediansOf(group(ours, 'empty'));
+    const b = mediansOf(group(peer, OWN_DATABASE));
+    out.push(
+      `| ${operation} | ${ours} | ${thousands(a.rps)} | ${fixed(a.p99)} | ${thousands(b.rps)} | ${fixed(b.p99)} | ${fixed(a.rps / b.rps)} |`,
+    );
+  }
+  return out;
+}
+
 function renderReport(input: {
   runs: Run[];
   ceilingGets: Figures[];
@@ -1098,6 +1246,8 @@ function renderReport(input: {
   }
   const fairness = renderFairness(runs, dbs);
   if (fairness.length > 0) out.push('', ...fairness);
+  const peer = renderPeer(runs);
+  if (peer.length > 0) out.push('', ...peer);
   if (input.purge) {
     const p = input.purge;
     out.push('');
