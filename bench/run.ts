@@ -1177,6 +1177,120 @@ function renderPeer(runs: Run[]): string[] {
   return out;
 }
 
+/** A measured figure, how it reads in the table, and whether it meets its target. */
+type TargetFigure = { text: string; met: boolean } | { missing: string };
+
+/** Issue 10's targets, one row each, from this run's medians (SQLite rows only). */
+function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
+  const sqlite = (name: CaseName, db: 'empty' | 'seeded' | typeof OWN_DATABASE) => {
+    const list = runs.filter((r) => r.case === name && r.db === db);
+    return list.length > 0 ? mediansOf(list) : undefined;
+  };
+  const bigTable = options.seed >= 1_000_000;
+  const needsSeed = { missing: 'not measured in this run (needs --seed 1000000)' };
+  const needsCases = (...names: string[]) => ({
+    missing: `not measured in this run (needs the cases ${names.join(', ')})`,
+  });
+
+  const oneUser = (): TargetFigure => {
+    const held = sqlite('create by one user (100k keys)', 'empty');
+    const none = sqlite('create by one user (0 keys)', 'empty');
+    if (!held || !none) return needsCases('create by one user (0 keys)', '(100k keys)');
+    const ratio = held.rps / none.rps;
+    return { text: fixed(ratio), met: ratio >= 0.9 };
+  };
+  const withMillion = (): TargetFigure => {
+    if (!bigTable) return needsSeed;
+    const names: CaseName[] = ['create via JWT', 'create via key', 'delete via JWT', 'delete via key'];
+    const ratios = names.flatMap((name) => {
+      const [big, empty] = [sqlite(name, 'seeded'), sqlite(name, 'empty')];
+      return big && empty ? [{ name, ratio: big.rps / empty.rps }] : [];
+    });
+    if (ratios.length === 0) return needsCases(...names);
+    ratios.sort((a, b) => a.ratio - b.ratio);
+    const worst = ratios[0] as { name: CaseName; ratio: number };
+    const others = ratios.slice(1).map((r) => `${r.name} ${fixed(r.ratio)}`);
+    return {
+      text: `${fixed(worst.ratio)} (worst: ${worst.name}${others.length > 0 ? `; ${others.join(', ')}` : ''})`,
+      met: worst.ratio >= 0.9,
+    };
+  };
+  const toCeiling = (name: CaseName): TargetFigure => {
+    if (!bigTable) return needsSeed;
+    if (options.verifyKeys < 10_000)
+      return { missing: 'not measured in this run (needs --verify-keys 10000)' };
+    const big = sqlite(name, 'seeded');
+    if (!big) return needsCases(name);
+    return { text: fixed(big.ratio), met: big.ratio >= 0.7 };
+  };
+  const floor = (): TargetFigure => {
+    const [create, durable] = [sqlite('create via JWT', 'empty'), sqlite('durable floor', OWN_DATABASE)];
+    if (!create || !durable) return needsCases('create via JWT', 'durable floor');
+    const ratio = create.rps / durable.rps;
+    return {
+      text: `${fixed(ratio)} (${thousands(create.rps)} ÷ ${thousands(durable.rps)} req/s)`,
+      met: ratio >= 0.9,
+    };
+  };
+  const purgeAdded = (): TargetFigure => {
+    if (!purge) return { missing: 'not measured in this run (needs --purge)' };
+    if (!Number.isFinite(purge.maxDuring)) return { missing: 'no load slice fell during the purge' };
+    const added = purge.maxDuring - purge.maxWithout;
+    const unfinished = purge.finished ? '' : '; the purge had NOT finished';
+    return {
+      text: `${fixed(added)} ms (${fixed(purge.maxDuring)} − ${fixed(purge.maxWithout)}${unfinished})`,
+      met: added <= 10,
+    };
+  };
+  const worstP99 = (): TargetFigure => {
+    const excluded: CaseName[] = [
+      ...FAIRNESS_CASES,
+      'durable floor',
+      'peer create (better-auth)',
+      'peer verify (better-auth)',
+    ];
+    const rows = [...new Set(runs.map((r) => r.case))]
+      .filter((name) => !excluded.includes(name))
+      .flatMap((name) =>
+        (['empty', 'seeded'] as const).flatMap((db) => {
+          const m = sqlite(name, db);
+          return m ? [{ name, db, ratio: m.p99Ratio }] : [];
+        }),
+      );
+    if (rows.length === 0) return needsCases('any keygate case');
+    const worst = rows.reduce((a, b) => (b.ratio > a.ratio ? b : a));
+    return {
+      text: `${fixed(worst.ratio)} (${worst.name}, ${databaseLabel(worst.db)})`,
+      met: worst.ratio <= 3,
+    };
+  };
+
+  const rows: Array<[string, TargetFigure, string]> = [
+    ['create by one user holding 100k live keys ÷ by a user holding none', oneUser(), '≥ 0.9'],
+    ['create and delete with 1M live keys ÷ empty database', withMillion(), '≥ 0.9'],
+    ['verify (key) ÷ ceiling POST, 1M live keys, 10k distinct keys', toCeiling('verify (key)'), '≥ 0.7'],
+    ['forward-auth (key) ÷ ceiling GET, same conditions', toCeiling('forward-auth (key)'), '≥ 0.7'],
+    ['create via JWT ÷ durable floor (same run)', floor(), '≥ 0.9'],
+    ['added max latency while purging 1M expired keys under create load', purgeAdded(), '≤ 10 ms'],
+    ["worst case's p99 ÷ its ceiling p99", worstP99(), '≤ 3'],
+  ];
+  const out: string[] = [];
+  out.push('### Targets (issue 10)');
+  out.push('');
+  out.push(
+    'From the medians above, SQLite rows only: the p99 row leaves out the PostgreSQL rows, the durable floor, the peer and the fairness cases.',
+  );
+  out.push('');
+  out.push('| figure | this run | target | |');
+  out.push('|---|---|---|---|');
+  for (const [figure, value, target] of rows) {
+    const [text, verdict] =
+      'missing' in value ? [value.missing, '—'] : [value.text, value.met ? 'met' : 'not met'];
+    out.push(`| ${figure} | ${text} | ${target} | ${verdict} |`);
+  }
+  return out;
+}
+
 function renderReport(input: {
   runs: Run[];
   ceilingGets: Figures[];
@@ -1228,6 +1342,7 @@ function renderReport(input: {
     'non-2xx of the 403 case is every request (expected); elsewhere it should be 0. The delete cases seed their keys to delete ' +
       '(1.5 × the larger of 30k/s and the round\'s best create rate × the run time, owned round-robin by the users) before keygate starts, so their "empty" database holds those.',
   );
+  out.push('', ...renderTargets(runs, input.purge));
   if (dbs.includes('seeded')) {
     out.push('');
     out.push(
