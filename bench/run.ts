@@ -1187,15 +1187,13 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
     return list.length > 0 ? mediansOf(list) : undefined;
   };
   const bigTable = options.seed >= 1_000_000;
-  const needsSeed = { missing: 'not measured in this run (needs --seed 1000000)' };
-  const needsCases = (...names: string[]) => ({
-    missing: `not measured in this run (needs the cases ${names.join(', ')})`,
-  });
+  const notRun = (what: string) => ({ missing: `not measured in this run (needs ${what})` });
+  const needsSeed = notRun('--seed 1000000');
 
   const oneUser = (): TargetFigure => {
     const held = sqlite('create by one user (100k keys)', 'empty');
     const none = sqlite('create by one user (0 keys)', 'empty');
-    if (!held || !none) return needsCases('create by one user (0 keys)', '(100k keys)');
+    if (!held || !none) return notRun('the create by one user (0 keys) and (100k keys) cases');
     const ratio = held.rps / none.rps;
     return { text: fixed(ratio), met: ratio >= 0.9 };
   };
@@ -1206,7 +1204,7 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
       const [big, empty] = [sqlite(name, 'seeded'), sqlite(name, 'empty')];
       return big && empty ? [{ name, ratio: big.rps / empty.rps }] : [];
     });
-    if (ratios.length === 0) return needsCases(...names);
+    if (ratios.length === 0) return notRun('the create and delete cases');
     ratios.sort((a, b) => a.ratio - b.ratio);
     const worst = ratios[0] as { name: CaseName; ratio: number };
     const others = ratios.slice(1).map((r) => `${r.name} ${fixed(r.ratio)}`);
@@ -1217,15 +1215,14 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
   };
   const toCeiling = (name: CaseName): TargetFigure => {
     if (!bigTable) return needsSeed;
-    if (options.verifyKeys < 10_000)
-      return { missing: 'not measured in this run (needs --verify-keys 10000)' };
+    if (options.verifyKeys < 10_000) return notRun('--verify-keys 10000');
     const big = sqlite(name, 'seeded');
-    if (!big) return needsCases(name);
+    if (!big) return notRun(`the ${name} case`);
     return { text: fixed(big.ratio), met: big.ratio >= 0.7 };
   };
   const floor = (): TargetFigure => {
     const [create, durable] = [sqlite('create via JWT', 'empty'), sqlite('durable floor', OWN_DATABASE)];
-    if (!create || !durable) return needsCases('create via JWT', 'durable floor');
+    if (!create || !durable) return notRun('the create via JWT and durable floor cases');
     const ratio = create.rps / durable.rps;
     return {
       text: `${fixed(ratio)} (${thousands(create.rps)} ÷ ${thousands(durable.rps)} req/s)`,
@@ -1233,8 +1230,10 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
     };
   };
   const purgeAdded = (): TargetFigure => {
-    if (!purge) return { missing: 'not measured in this run (needs --purge)' };
-    if (!Number.isFinite(purge.maxDuring)) return { missing: 'no load slice fell during the purge' };
+    if (!purge) return notRun('--purge');
+    if (!Number.isFinite(purge.maxDuring) || !Number.isFinite(purge.maxWithout)) {
+      return { missing: 'no load slice fell during the purge, or none outside it' };
+    }
     const added = purge.maxDuring - purge.maxWithout;
     const unfinished = purge.finished ? '' : '; the purge had NOT finished';
     return {
@@ -1257,7 +1256,7 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
           return m ? [{ name, db, ratio: m.p99Ratio }] : [];
         }),
       );
-    if (rows.length === 0) return needsCases('any keygate case');
+    if (rows.length === 0) return notRun('a keygate case');
     const worst = rows.reduce((a, b) => (b.ratio > a.ratio ? b : a));
     return {
       text: `${fixed(worst.ratio)} (${worst.name}, ${databaseLabel(worst.db)})`,
