@@ -1091,6 +1091,7 @@ const FAIRNESS_CASES: CaseName[] = ["fairness: another user's create", 'fairness
 /** Medians over rounds of one case on one database. */
 function mediansOf(list: Run[]) {
   return {
+    requests: median(list.map((r) => r.requests)),
     rps: median(list.map((r) => r.rps)),
     p50: median(list.map((r) => r.p50)),
     p99: median(list.map((r) => r.p99)),
@@ -1125,15 +1126,20 @@ function renderFairness(runs: Run[], dbs: string[]): string[] {
   for (const db of measured) {
     for (const name of [alone, baseline]) {
       const m = mediansOf(group(name, db));
+      // wrk reports zero latencies when nothing completed; that is not a fast answer.
+      const latencies =
+        m.requests > 0 ? [m.p50, m.p99, m.max].map((ms) => fixed(ms)) : ['none completed', '—', '—'];
       out.push(
-        `| ${heavyLabels[name]} | ${databaseLabel(db)} | ${thousands(m.heavyRps)} | ${thousands(m.rps)} | ${fixed(m.p50)} | ${fixed(m.p99)} | ${fixed(m.max)} | ${thousands(m.non2xx)} |`,
+        `| ${heavyLabels[name]} | ${databaseLabel(db)} | ${thousands(m.heavyRps)} | ${thousands(m.rps)} | ${latencies.join(' | ')} | ${thousands(m.non2xx)} |`,
       );
     }
   }
   out.push('');
   const ratios = measured.map((db) => {
-    const ratio = mediansOf(group(alone, db)).p99 / mediansOf(group(baseline, db)).p99;
-    return `${databaseLabel(db)} ${fixed(ratio)}`;
+    const [a, b] = [mediansOf(group(alone, db)), mediansOf(group(baseline, db))];
+    if (a.requests === 0 || b.requests === 0)
+      return `${databaseLabel(db)} — (a user 2 run completed nothing)`;
+    return `${databaseLabel(db)} ${fixed(a.p99 / b.p99)}`;
   });
   out.push(`User 2's p99 beside user 1 alone ÷ beside the spread load: ${ratios.join('; ')}.`);
   return out;
