@@ -1,8 +1,9 @@
 // The load benchmark (`bun run bench`): builds dist/keygate, runs it pinned to CPU 0 beside a bare
 // Elysia "ceiling" on the same core, drives both with wrk pinned to CPU 1, and writes bench/RESULTS.md.
-// Every keygate run sits between two ceiling-POST runs of the same round; its ratio is to their mean.
-// Options: --duration S --warmup S --rounds N --connections N --users N --seed N --purge --postgres
-//          --log-level L --no-build --metrics (each also BENCH_DURATION, BENCH_ROUNDS, ... in the environment).
+// Every keygate run sits between two ceiling runs of the same round (POST, or GET for forward-auth);
+// its ratio is to their mean.
+// Options: --duration S --warmup S --rounds N --connections N --users N --seed N --verify-keys N --purge
+//          --postgres --log-level L --no-build --metrics (each also BENCH_DURATION, BENCH_VERIFY_KEYS, ...).
 // --postgres runs every case once more on a throwaway PostgreSQL (Debian's server, pinned to the
 // server's CPU beside keygate, synchronous_commit on), from the same empty database.
 // --metrics: keygate also serves /metrics on a second port (to measure what metrics cost).
@@ -47,6 +48,8 @@ type Options = {
   connections: number;
   users: number;
   seed: number;
+  /** Distinct keys the verify and forward-auth cases rotate over (in every database). */
+  verifyKeys: number;
   purge: boolean;
   metrics: boolean;
   postgres: boolean;
@@ -66,6 +69,7 @@ function parseOptions(argv: string[]): Options {
     connections: Number(env('CONNECTIONS', '64')),
     users: Number(env('USERS', '1000')),
     seed: Number(env('SEED', '0')),
+    verifyKeys: Number(env('VERIFY_KEYS', '10000')),
     purge: env('PURGE', '') === '1',
     metrics: env('METRICS', '') === '1',
     postgres: env('POSTGRES', '') === '1',
@@ -91,6 +95,7 @@ function parseOptions(argv: string[]): Options {
     else if (arg === '--connections') options.connections = Number(value());
     else if (arg === '--users') options.users = Number(value());
     else if (arg === '--seed') options.seed = Number(value());
+    else if (arg === '--verify-keys') options.verifyKeys = Number(value());
     else if (arg === '--startups') options.startups = Number(value());
     else if (arg === '--log-level') options.logLevel = value();
     else if (arg === '--cases') options.cases = value().split(',').filter(Boolean);
@@ -102,8 +107,8 @@ function parseOptions(argv: string[]): Options {
     }
   }
   // --rounds 0 skips the cases (with --purge: the purge measurement alone).
-  if (options.duration < 1 || options.users < 1 || options.connections < 1) {
-    throw new Error('--duration, --users and --connections must be at least 1');
+  if (options.duration < 1 || options.users < 1 || options.connections < 1 || options.verifyKeys < 1) {
+    throw new Error('--duration, --users, --connections and --verify-keys must be at least 1');
   }
   return options;
 }
@@ -238,6 +243,113 @@ async function startKeygate(dbPath: string, env: Record<string, string>, log: st
   return { child, url, log };
 }
 
+/** Polls until the server answers anything at all (the floor and the peer have no health route). */
+async function waitForAnswer(url: string, deadlineMs: number): Promise<void> {
+  const deadline = performance.now() + deadlineMs;
+  while (performance.now() < deadline) {
+    try {
+      await (await fetch(url)).arrayBuffer();
+      return;
+    } catch {
+      // not listening yet
+    }
+    await Bun.sleep(5);
+  }
+  throw new Error(`${url} did not answer within ${deadlineMs} ms`);
+}
+
+/** bench/durable-floor.ts from source, pinned like keygate; its database goes under the scratch dir. */
+async function startFloor(log: string): Promise<Running> {
+  const port = freePort();
+  const child = start(
+    ['taskset', '-c', SERVER_CPU, 'bun', join(BENCH, 'durable-floor.ts'), String(port), 'full'],
+    {
+      // It makes its database in a fresh directory under the temporary directory.
+      env: { TMPDIR: scratch },
+      stdout: log,
+    },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  await waitForAnswer(url, 10_000);
+  return { child, url, log };
+}
+
+const PEER = join(BENCH, 'peer');
+
+/** bench/peer/server.ts (better-auth's api-key plugin), pinned like keygate, on its own database file. */
+async function startPeer(dbPath: string, log: string): Promise<Running> {
+  const port = freePort();
+  const child = start(['taskset', '-c', SERVER_CPU, 'bun', join(PEER, 'server.ts'), String(port), dbPath], {
+    stdout: log,
+  });
+  const url = `http://127.0.0.1:${port}`;
+  // It migrates its schema and adds its 1000 users before it listens.
+  await waitForAnswer(url, 30_000);
+  return { child, url, log };
+}
+
+/** The peer has its own package.json; its dependencies are installed on first use. */
+function ensurePeerInstalled(): void {
+  if (existsSync(join(PEER, 'node_modules'))) return;
+  say('bench/peer: bun install --frozen-lockfile ...');
+  const install = Bun.spawnSync(['bun', 'install', '--frozen-lockfile'], {
+    cwd: PEER,
+    stdout: 'inherit',
+    stderr: 'inherit',
+  });
+  if (install.exitCode !== 0) throw new Error('bun install in bench/peer failed');
+}
+
+const PEER_VERIFY_KEYS = 10_000;
+const PEER_FEWER_KEYS = 1000;
+const PEER_PREPARE_MS = 20_000;
+/** How the first round made the peer's verify keys; later rounds make as many, however long it takes. */
+let peerKeys: { created: number; ms: number; used: number } | undefined;
+
+/**
+ * Creates the keys the peer's verify case rotates over through its own API (its key hashing and
+ * storage are its own): 10k like keygate's if that fits in ~20 s, else 1000. Checks one verifies.
+ */
+async function preparePeerKeys(url: string, createFile: string, verifyFile: string): Promise<void> {
+  const bodies = readFileSync(createFile, 'utf8').split('\n').filter(Boolean);
+  const keys: string[] = [];
+  const started = performance.now();
+  // Every round verifies over the same number of keys, the number the first round settled on.
+  const wanted = peerKeys?.used ?? PEER_VERIFY_KEYS;
+  const budgetMs = peerKeys ? Number.POSITIVE_INFINITY : PEER_PREPARE_MS;
+  let next = 0;
+  const creator = async () => {
+    while (next < wanted && performance.now() - started < budgetMs) {
+      const body = bodies[next++ % bodies.length] as string;
+      const response = await fetch(`${url}/create`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body,
+      });
+      if (response.status !== 201) throw new Error(`peer /create answered ${response.status}`);
+      keys.push(((await response.json()) as { apikey: { key: string } }).apikey.key);
+    }
+  };
+  await Promise.all(Array.from({ length: 32 }, creator));
+  const ms = performance.now() - started;
+  const used = keys.length >= wanted ? keys : keys.slice(0, PEER_FEWER_KEYS);
+  if (used.length < PEER_FEWER_KEYS) throw new Error(`only ${keys.length} peer keys in ${Math.round(ms)} ms`);
+  const check = await fetch(`${url}/verify`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ key: used[0] }),
+  });
+  const answer = (await check.json()) as { valid?: boolean };
+  if (check.status !== 200 || answer.valid !== true) {
+    throw new Error(`peer /verify of a fresh key answered ${check.status}, valid ${answer.valid}`);
+  }
+  writeFileSync(verifyFile, `${used.map((key) => JSON.stringify({ key })).join('\n')}\n`, { mode: 0o600 });
+  peerKeys ??= { created: keys.length, ms, used: used.length };
+  say(
+    `peer: ${keys.length} keys created through its API in ${Math.round(ms)} ms; verify rotates over ${used.length}`,
+  );
+}
+
 function memoryOf(pid: number): { rssKb: number; hwmKb: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
@@ -253,9 +365,16 @@ type Fixtures = {
   bearerFile: string;
   /** User 1's token only. */
   oneUserBearerFile: string;
+  /** User 2's token only (the light user of the fairness cases). */
+  secondUserBearerFile: string;
   basicFile: string;
   wrongSecretFile: string;
+  /** `{"key","secret"}` bodies and Basic values of the same `--verify-keys` distinct keys. */
   verifyKeyFile: string;
+  verifyBasicFile: string;
+  /** The peer's create bodies (one per user) and, once prepared, its verify bodies. */
+  peerCreateFile: string;
+  peerVerifyFile: string;
   verifyTokenFile: string;
   templates: Record<string, string>;
 };
@@ -270,6 +389,7 @@ async function prepareFixtures(): Promise<Fixtures> {
   const basics: string[] = [];
   const wrongSecrets: string[] = [];
   const verifyKeys: string[] = [];
+  const verifyBasics: string[] = [];
   const verifyTokens = bearers.map((bearer) => JSON.stringify({ token: bearer.slice('Bearer '.length) }));
   const base64 = (text: string) => Buffer.from(text).toString('base64');
   const callerKeys = {
@@ -281,11 +401,23 @@ async function prepareFixtures(): Promise<Fixtures> {
     onKey(id: string, secret: string) {
       basics.push(`Basic ${base64(`${id}:${secret}`)}`);
       wrongSecrets.push(`Basic ${base64(`${id}:${randomBytes(32).toString('base64url')}`)}`);
+    },
+  };
+  // Verify and forward-auth rotate over more distinct keys than there are callers, so a cache of
+  // recently seen keys cannot hold them all; they are owned round-robin by the load's users.
+  const keysToVerify = {
+    count: options.verifyKeys,
+    userOf: (i: number) => (i % users) + 1,
+    level: 8,
+    expiresAt: Date.now() + 30 * DAY_MS,
+    name: 'bench verify',
+    onKey(id: string, secret: string) {
       verifyKeys.push(JSON.stringify({ key: id, secret }));
+      verifyBasics.push(`Basic ${base64(`${id}:${secret}`)}`);
     },
   };
   const templates: Record<string, string> = { empty: join(scratch, 'template-empty.db') };
-  seedKeys(templates.empty as string, [callerKeys]);
+  seedKeys(templates.empty as string, [callerKeys, keysToVerify]);
   // The PostgreSQL runs start from the same rows, copied over per run (toPostgres).
   if (options.postgres) templates.postgres = templates.empty as string;
   // The seeded keys belong to ten times as many users as the load uses, the load's users among them.
@@ -329,9 +461,20 @@ async function prepareFixtures(): Promise<Fixtures> {
   return {
     bearerFile: write('bearer.txt', bearers),
     oneUserBearerFile: write('bearer-one-user.txt', bearers.slice(0, 1)),
+    secondUserBearerFile: write('bearer-second-user.txt', [
+      `Bearer ${await jwt.sign({ sub: 2, level: 8, ttlSeconds: 7200 })}`,
+    ]),
     basicFile: write('basic.txt', basics),
     wrongSecretFile: write('wrong-secret.txt', wrongSecrets),
     verifyKeyFile: write('verify-key.txt', verifyKeys),
+    verifyBasicFile: write('verify-basic.txt', verifyBasics),
+    peerCreateFile: write(
+      'peer-create.txt',
+      Array.from({ length: users }, (_, i) =>
+        JSON.stringify({ userId: String((i % 1000) + 1), name: 'bench', expiresIn: 86400 }),
+      ),
+    ),
+    peerVerifyFile: join(scratch, 'peer-verify.txt'),
     verifyTokenFile: write('verify-token.txt', verifyTokens),
     templates,
   };
@@ -419,6 +562,7 @@ async function dropPostgres(url: string): Promise<void> {
 
 type CaseName =
   | 'create via JWT'
+  | 'durable floor'
   | 'create via key'
   | 'delete via JWT'
   | 'delete via key'
@@ -426,19 +570,52 @@ type CaseName =
   | 'verify (key)'
   | 'verify (token)'
   | 'forward-auth (key)'
+  | 'peer create (better-auth)'
+  | 'peer verify (better-auth)'
   | 'create by one user (0 keys)'
   | 'create by one user (10k keys)'
-  | 'create by one user (100k keys)';
+  | 'create by one user (100k keys)'
+  | "fairness: another user's create"
+  | 'fairness baseline';
+
+type Ceiling = 'GET' | 'POST';
+
+/** What answers a case: keygate itself, or the yardsticks it is compared with. */
+type Server = 'keygate' | 'floor' | 'peer';
 
 type Case = {
   name: CaseName;
+  /** Default keygate. The others keep their own database and run once a round, not per database. */
+  server?: Server;
   /** Expected status; non-2xx counts are reported as "unexpected" only where 2xx is expected. */
   expect: number;
+  /** The ceiling measured before and after this case (default POST): a GET for GET cases. */
+  ceiling?: Ceiling;
   /** Settings of keygate for this case only. */
   env?: Record<string, string>;
+  /** Adds the case's own rows to its fresh database copy, once, before the loads are built. */
+  seed?(dbPath: string): void;
+  /** Runs once the server answers, before the warm-up (the peer's keys are made through its API). */
+  prepare?(url: string): Promise<void>;
   /** Builds the wrk script and args for a run that lasts `seconds` on this database. */
-  load(dbPath: string, seconds: number, label: string, rateHint: number): { script: string; args: string[] };
+  load(dbPath: string, seconds: number, label: string, rateHint: number): Load;
 };
+
+type WrkLoad = { script: string; args: string[] };
+
+/**
+ * What wrk sends. With `light`, a second wrk with one connection runs beside the main one (which then
+ * has one connection fewer), and the case's figures are the light one's: how another user fares.
+ */
+type Load = WrkLoad & { light?: WrkLoad };
+
+const UNCAPPED = '1000000000';
+
+/** User 1's `count` live keys, for the one-user and fairness cases. */
+function seedHeldKeys(dbPath: string, count: number): void {
+  if (count === 0) return;
+  seedKeys(dbPath, [{ count, userOf: () => 1, level: 1, expiresAt: Date.now() + DAY_MS, name: 'held' }]);
+}
 
 function cases(fixtures: Fixtures): Case[] {
   const deletes = (suffix: 'jwt' | 'key', authFile: string) => {
@@ -453,6 +630,13 @@ function cases(fixtures: Fixtures): Case[] {
     {
       name: 'create via JWT',
       expect: 201,
+      load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] }),
+    },
+    {
+      // The least a durable create can do on this core (bench/durable-floor.ts), under the same load.
+      name: 'durable floor',
+      expect: 201,
+      server: 'floor',
       load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] }),
     },
     {
@@ -482,23 +666,111 @@ function cases(fixtures: Fixtures): Case[] {
         name: `create by one user (${held === 0 ? '0' : `${held / 1000}k`} keys)` as CaseName,
         expect: 201,
         // One user holds `held` live keys and creates more; the cap is out of the way.
-        env: { MAX_KEYS_PER_USER: '1000000000' },
-        load: (dbPath) => {
-          if (held > 0) {
-            seedKeys(dbPath, [
-              { count: held, userOf: () => 1, level: 1, expiresAt: Date.now() + DAY_MS, name: 'held' },
-            ]);
-          }
-          return { script: 'create.lua', args: ['/apikeys/jwt', fixtures.oneUserBearerFile] };
-        },
+        env: { MAX_KEYS_PER_USER: UNCAPPED },
+        seed: (dbPath) => seedHeldKeys(dbPath, held),
+        load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.oneUserBearerFile] }),
+      }),
+    ),
+    // User 1 holds 100k live keys in both; the heavy load creates as user 1 alone, or as all the
+    // users (the baseline). User 2 creates beside it on one connection: its latency is the figure.
+    ...(
+      [
+        ["fairness: another user's create", fixtures.oneUserBearerFile],
+        ['fairness baseline', fixtures.bearerFile],
+      ] as const
+    ).map(
+      ([name, heavyBearers]): Case => ({
+        name,
+        expect: 201,
+        env: { MAX_KEYS_PER_USER: UNCAPPED },
+        seed: (dbPath) => seedHeldKeys(dbPath, 100_000),
+        load: () => ({
+          script: 'create.lua',
+          args: ['/apikeys/jwt', heavyBearers],
+          light: { script: 'create.lua', args: ['/apikeys/jwt', fixtures.secondUserBearerFile] },
+        }),
       }),
     ),
     {
       name: 'forward-auth (key)',
       expect: 200,
-      load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.basicFile] }),
+      ceiling: 'GET',
+      load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.verifyBasicFile] }),
+    },
+    {
+      name: 'peer create (better-auth)',
+      expect: 201,
+      server: 'peer',
+      load: () => ({ script: 'post-body.lua', args: ['/create', fixtures.peerCreateFile] }),
+    },
+    {
+      name: 'peer verify (better-auth)',
+      expect: 200,
+      server: 'peer',
+      prepare: (url) => preparePeerKeys(url, fixtures.peerCreateFile, fixtures.peerVerifyFile),
+      load: () => ({ script: 'post-body.lua', args: ['/verify', fixtures.peerVerifyFile] }),
     },
   ];
+}
+
+// ---------------------------------------------------------------- one case on one database
+
+/** The database label of the floor and the peer: they make their own file, not a copy of a template. */
+const OWN_DATABASE = 'own';
+
+/** Starts the case's server on a fresh database, warms it up, measures, stops it; keygate's RSS into `memory`. */
+async function runCase(
+  benchCase: Case,
+  db: string,
+  label: string,
+  rateHint: number,
+  fixtures: Fixtures,
+  memory: Record<string, { idleKb: number[]; peakKb: number[] }>,
+): Promise<Figures & { heavyRps?: number }> {
+  const dbPath = join(scratch, `${label}.db`);
+  const log = join(scratch, `${label}.log`);
+  const server = benchCase.server ?? 'keygate';
+  if (server === 'keygate') copyFileSync(fixtures.templates[db] as string, dbPath);
+  benchCase.seed?.(dbPath);
+  const warm = benchCase.load(dbPath, options.warmup, `${label}-warm`, rateHint);
+  const measured = benchCase.load(dbPath, options.duration, label, rateHint);
+  const databaseUrl = db === 'postgres' ? await toPostgres(dbPath, label) : dbPath;
+  const running =
+    server === 'floor'
+      ? await startFloor(log)
+      : server === 'peer'
+        ? await startPeer(dbPath, log)
+        : await startKeygate(databaseUrl, benchCase.env ?? {}, log);
+  await benchCase.prepare?.(running.url);
+  const idle = memoryOf(running.child.pid);
+  await drive(running.url, warm, options.warmup);
+  const { figures, heavy } = await drive(running.url, measured, options.duration);
+  const peak = memoryOf(running.child.pid);
+  await stop(running.child);
+  rmSync(dbPath, { force: true });
+  rmSync(`${dbPath}-wal`, { force: true });
+  rmSync(`${dbPath}-shm`, { force: true });
+  rmSync(log, { force: true });
+  if (db === 'postgres') await dropPostgres(databaseUrl);
+  if (server === 'keygate') {
+    memory[db]?.idleKb.push(idle.rssKb);
+    memory[db]?.peakKb.push(peak.hwmKb);
+  }
+  return { ...figures, heavyRps: heavy?.rps };
+}
+
+/** Runs a case's load; with a light load beside it, both wrk processes at once on the load CPU. */
+async function drive(
+  url: string,
+  load: Load,
+  seconds: number,
+): Promise<{ figures: Figures; heavy?: Figures }> {
+  if (!load.light) return { figures: await wrk(url, load.script, load.args, seconds, options.connections) };
+  const [heavy, light] = await Promise.all([
+    wrk(url, load.script, load.args, seconds, Math.max(1, options.connections - 1)),
+    wrk(url, load.light.script, load.light.args, seconds, 1),
+  ]);
+  return { figures: light, heavy };
 }
 
 // ---------------------------------------------------------------- start-up time
@@ -555,9 +827,12 @@ function say(line: string): void {
 }
 
 type Run = Figures & {
+  /** The fairness cases: the heavy load's rate (the figures are the light user's). */
+  heavyRps?: number;
   round: number;
   case: CaseName;
   db: string;
+  ceiling: Ceiling;
   ceilingRps: number;
   ceilingP99: number;
   expect: number;
@@ -603,68 +878,67 @@ async function main(): Promise<void> {
     `start-up median ${fixed(startup.medianMs, 1)} ms (min ${fixed(startup.minMs, 1)}, max ${fixed(startup.maxMs, 1)})`,
   );
 
-  const ceilingPost = (seconds: number) =>
-    wrk(`${ceilingUrl}`, 'create.lua', ['/apikeys/jwt', fixtures.bearerFile], seconds, options.connections);
-  await ceilingPost(options.warmup + 1);
+  const ceilingGets: Figures[] = [];
+  const ceilingRun = async (kind: Ceiling, seconds: number) => {
+    if (kind === 'POST') {
+      return wrk(
+        ceilingUrl,
+        'create.lua',
+        ['/apikeys/jwt', fixtures.bearerFile],
+        seconds,
+        options.connections,
+      );
+    }
+    const get = await wrk(`${ceilingUrl}/health`, 'get.lua', [], seconds, options.connections);
+    ceilingGets.push(get);
+    return get;
+  };
+  await ceilingRun('POST', options.warmup + 1);
 
   const dbs = Object.keys(fixtures.templates).filter((name) => name !== 'expired');
   const runs: Run[] = [];
-  const ceilingGets: Figures[] = [];
   const memory: Record<string, { idleKb: number[]; peakKb: number[] }> = {};
   for (const db of dbs) memory[db] = { idleKb: [], peakKb: [] };
   const allCases = cases(fixtures).filter(
     (c) => options.cases.length === 0 || options.cases.some((wanted) => c.name.includes(wanted)),
   );
+  const needsGetCeiling = allCases.some((c) => c.ceiling === 'GET');
+  if (allCases.some((c) => c.server === 'peer')) ensurePeerInstalled();
   for (let round = 1; round <= options.rounds; round++) {
-    let previous = await ceilingPost(options.duration);
+    // The ceiling run after one case is the one before the next, when both want the same kind.
+    let previous: { kind: Ceiling; figures: Figures } | undefined;
     let rateHint = 30_000;
     for (const benchCase of allCases) {
-      for (const db of dbs) {
+      const kind = benchCase.ceiling ?? 'POST';
+      const server = benchCase.server ?? 'keygate';
+      for (const db of server === 'keygate' ? dbs : [OWN_DATABASE]) {
+        if (previous?.kind !== kind) previous = { kind, figures: await ceilingRun(kind, options.duration) };
         const label = `r${round}-${benchCase.name.replace(/\W+/g, '-')}-${db}`;
-        const dbPath = join(scratch, `${label}.db`);
-        copyFileSync(fixtures.templates[db] as string, dbPath);
-        const warm = benchCase.load(dbPath, options.warmup, `${label}-warm`, rateHint);
-        const measured = benchCase.load(dbPath, options.duration, label, rateHint);
-        const databaseUrl = db === 'postgres' ? await toPostgres(dbPath, label) : dbPath;
-        const keygate = await startKeygate(databaseUrl, benchCase.env ?? {}, join(scratch, `${label}.log`));
-        const idle = memoryOf(keygate.child.pid);
-        await wrk(keygate.url, warm.script, warm.args, options.warmup, options.connections);
-        const figures = await wrk(
-          keygate.url,
-          measured.script,
-          measured.args,
-          options.duration,
-          options.connections,
-        );
-        const peak = memoryOf(keygate.child.pid);
-        await stop(keygate.child);
-        rmSync(dbPath, { force: true });
-        rmSync(`${dbPath}-wal`, { force: true });
-        rmSync(keygate.log, { force: true });
-        if (db === 'postgres') await dropPostgres(databaseUrl);
-        memory[db]?.idleKb.push(idle.rssKb);
-        memory[db]?.peakKb.push(peak.hwmKb);
-        const next = await ceilingPost(options.duration);
-        if (benchCase.expect !== 403) rateHint = Math.max(rateHint, figures.rps);
+        const figures = await runCase(benchCase, db, label, rateHint, fixtures, memory);
+        const next = await ceilingRun(kind, options.duration);
+        if (server === 'keygate' && benchCase.expect !== 403) rateHint = Math.max(rateHint, figures.rps);
         const run: Run = {
           ...figures,
           round,
           case: benchCase.name,
           db,
           expect: benchCase.expect,
-          ceilingRps: (previous.rps + next.rps) / 2,
-          ceilingP99: (previous.p99 + next.p99) / 2,
+          ceiling: kind,
+          ceilingRps: (previous.figures.rps + next.rps) / 2,
+          ceilingP99: (previous.figures.p99 + next.p99) / 2,
         };
         runs.push(run);
         say(
-          `round ${round} ${benchCase.name} [${db}]: ${thousands(run.rps)} req/s, p50 ${fixed(run.p50)} p99 ${fixed(run.p99)} max ${fixed(run.max)} ms, non-2xx ${run.non2xx}, ÷ ceiling ${fixed(run.rps / run.ceilingRps)} (ceiling ${thousands(run.ceilingRps)})`,
+          `round ${round} ${benchCase.name} [${db}]: ${thousands(run.rps)} req/s, p50 ${fixed(run.p50)} p99 ${fixed(run.p99)} max ${fixed(run.max)} ms, non-2xx ${run.non2xx}, ÷ ceiling ${kind} ${fixed(run.rps / run.ceilingRps)} (ceiling ${thousands(run.ceilingRps)})`,
         );
-        previous = next;
+        previous = { kind, figures: next };
       }
     }
-    const get = await wrk(`${ceilingUrl}/health`, 'get.lua', [], options.duration, options.connections);
-    ceilingGets.push(get);
-    say(`round ${round} ceiling GET: ${thousands(get.rps)} req/s, p99 ${fixed(get.p99)} ms`);
+    // Without a GET case in the run, one ceiling GET a round still gives the report its row.
+    if (!needsGetCeiling) {
+      const get = await ceilingRun('GET', options.duration);
+      say(`round ${round} ceiling GET: ${thousands(get.rps)} req/s, p99 ${fixed(get.p99)} ms`);
+    }
   }
 
   const purge = options.purge ? await measurePurge(fixtures) : undefined;
@@ -812,6 +1086,219 @@ function machineLine(): string {
   return `${cpus().length} CPUs (nproc ${navigator.hardwareConcurrency}), ${cpus()[0]?.model ?? 'unknown CPU'}, Linux ${kernel}, Bun ${Bun.version}`;
 }
 
+const FAIRNESS_CASES: CaseName[] = ["fairness: another user's create", 'fairness baseline'];
+
+/** Medians over rounds of one case on one database. */
+function mediansOf(list: Run[]) {
+  return {
+    requests: median(list.map((r) => r.requests)),
+    rps: median(list.map((r) => r.rps)),
+    p50: median(list.map((r) => r.p50)),
+    p99: median(list.map((r) => r.p99)),
+    max: median(list.map((r) => r.max)),
+    non2xx: median(list.map((r) => r.non2xx)),
+    ratio: median(list.map((r) => r.rps / r.ceilingRps)),
+    p99Ratio: median(list.map((r) => r.p99 / r.ceilingP99)),
+    heavyRps: median(list.map((r) => r.heavyRps ?? Number.NaN)),
+  };
+}
+
+/** User 2's create latency beside a heavy user (user 1 alone) and beside the same load spread out. */
+function renderFairness(runs: Run[], dbs: string[]): string[] {
+  const [alone, baseline] = FAIRNESS_CASES as [CaseName, CaseName];
+  const group = (name: CaseName, db: string) => runs.filter((r) => r.case === name && r.db === db);
+  const measured = dbs.filter((db) => group(alone, db).length > 0 && group(baseline, db).length > 0);
+  if (measured.length === 0) return [];
+  const out: string[] = [];
+  out.push(
+    `Fairness: user 1 holds 100k live keys (cap raised); a heavy create-via-JWT load on ${Math.max(1, options.connections - 1)} connections ` +
+      `and user 2 creating on 1 connection beside it, both wrk on CPU 1; the latencies are user 2's (medians over rounds).`,
+  );
+  out.push('');
+  out.push(
+    '| heavy load | database | heavy req/s | user 2 req/s | user 2 p50 ms | p99 ms | max ms | non-2xx |',
+  );
+  out.push('|---|---|---:|---:|---:|---:|---:|---:|');
+  const heavyLabels: Record<string, string> = {
+    [alone]: 'user 1 alone',
+    [baseline]: `spread over the ${options.users} users (baseline)`,
+  };
+  for (const db of measured) {
+    for (const name of [alone, baseline]) {
+      const m = mediansOf(group(name, db));
+      // wrk reports zero latencies when nothing completed; that is not a fast answer.
+      const latencies =
+        m.requests > 0 ? [m.p50, m.p99, m.max].map((ms) => fixed(ms)) : ['none completed', '—', '—'];
+      out.push(
+        `| ${heavyLabels[name]} | ${databaseLabel(db)} | ${thousands(m.heavyRps)} | ${thousands(m.rps)} | ${latencies.join(' | ')} | ${thousands(m.non2xx)} |`,
+      );
+    }
+  }
+  out.push('');
+  const ratios = measured.map((db) => {
+    const [a, b] = [mediansOf(group(alone, db)), mediansOf(group(baseline, db))];
+    if (a.requests === 0 || b.requests === 0)
+      return `${databaseLabel(db)} — (a user 2 run completed nothing)`;
+    return `${databaseLabel(db)} ${fixed(a.p99 / b.p99)}`;
+  });
+  out.push(`User 2's p99 beside user 1 alone ÷ beside the spread load: ${ratios.join('; ')}.`);
+  return out;
+}
+
+/** keygate beside better-auth's api-key plugin: create and verify, same wrk settings, same core. */
+function renderPeer(runs: Run[]): string[] {
+  const pairs: Array<[string, CaseName, CaseName]> = [
+    ['create', 'create via JWT', 'peer create (better-auth)'],
+    ['verify', 'verify (key)', 'peer verify (better-auth)'],
+  ];
+  const group = (name: CaseName, db: string) => runs.filter((r) => r.case === name && r.db === db);
+  const measured = pairs.filter(
+    ([, ours, peer]) => group(ours, 'empty').length > 0 && group(peer, OWN_DATABASE).length > 0,
+  );
+  if (measured.length === 0) return [];
+  const versions = JSON.parse(readFileSync(join(PEER, 'package.json'), 'utf8')).dependencies as Record<
+    string,
+    string
+  >;
+  const out: string[] = [];
+  out.push(
+    `Beside better-auth ${versions['better-auth']} with @better-auth/api-key ${versions['@better-auth/api-key']} (bench/peer: Elysia, bun:sqlite WAL, synchronous=FULL, rate limit off), ` +
+      `pinned to CPU 0 with its own database file, same wrk settings. keygate's rows are its empty SQLite database. ` +
+      `The peer's create takes the user id in the body (no caller authentication); keygate's verifies a JWT. ` +
+      `The peer's verify also writes the key's lastRequest (one UPDATE, its own fsync, on every call, even with rate limits off). ` +
+      (peerKeys
+        ? `The peer's verify rotates over ${thousands(peerKeys.used)} keys created through its own API before each run (in the first round ${thousands(peerKeys.created)} made in ${fixed(peerKeys.ms / 1000, 1)} s)` +
+          `${peerKeys.used < PEER_VERIFY_KEYS ? `, fewer than keygate's ${thousands(options.verifyKeys)} because ${thousands(PEER_VERIFY_KEYS)} took longer than ${PEER_PREPARE_MS / 1000} s` : ''}.`
+        : ''),
+  );
+  out.push('');
+  out.push(
+    '| operation | keygate case | keygate req/s | p99 ms | better-auth req/s | p99 ms | keygate ÷ better-auth req/s |',
+  );
+  out.push('|---|---|---:|---:|---:|---:|---:|');
+  for (const [operation, ours, peer] of measured) {
+    const a = mediansOf(group(ours, 'empty'));
+    const b = mediansOf(group(peer, OWN_DATABASE));
+    out.push(
+      `| ${operation} | ${ours} | ${thousands(a.rps)} | ${fixed(a.p99)} | ${thousands(b.rps)} | ${fixed(b.p99)} | ${fixed(a.rps / b.rps)} |`,
+    );
+  }
+  return out;
+}
+
+/** A measured figure, how it reads in the table, and whether it meets its target. */
+type TargetFigure = { text: string; met: boolean } | { missing: string };
+
+/** Issue 10's targets, one row each, from this run's medians (SQLite rows only). */
+function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
+  const sqlite = (name: CaseName, db: 'empty' | 'seeded' | typeof OWN_DATABASE) => {
+    const list = runs.filter((r) => r.case === name && r.db === db);
+    return list.length > 0 ? mediansOf(list) : undefined;
+  };
+  const bigTable = options.seed >= 1_000_000;
+  const notRun = (what: string) => ({ missing: `not measured in this run (needs ${what})` });
+  const needsSeed = notRun('--seed 1000000');
+
+  const oneUser = (): TargetFigure => {
+    const held = sqlite('create by one user (100k keys)', 'empty');
+    const none = sqlite('create by one user (0 keys)', 'empty');
+    if (!held || !none) return notRun('the create by one user (0 keys) and (100k keys) cases');
+    const ratio = held.rps / none.rps;
+    return { text: fixed(ratio), met: ratio >= 0.9 };
+  };
+  const withMillion = (): TargetFigure => {
+    if (!bigTable) return needsSeed;
+    const names: CaseName[] = ['create via JWT', 'create via key', 'delete via JWT', 'delete via key'];
+    const ratios = names.flatMap((name) => {
+      const [big, empty] = [sqlite(name, 'seeded'), sqlite(name, 'empty')];
+      return big && empty ? [{ name, ratio: big.rps / empty.rps }] : [];
+    });
+    if (ratios.length === 0) return notRun('the create and delete cases');
+    ratios.sort((a, b) => a.ratio - b.ratio);
+    const worst = ratios[0] as { name: CaseName; ratio: number };
+    const others = ratios.slice(1).map((r) => `${r.name} ${fixed(r.ratio)}`);
+    return {
+      text: `${fixed(worst.ratio)} (worst: ${worst.name}${others.length > 0 ? `; ${others.join(', ')}` : ''})`,
+      met: worst.ratio >= 0.9,
+    };
+  };
+  const toCeiling = (name: CaseName): TargetFigure => {
+    if (!bigTable) return needsSeed;
+    if (options.verifyKeys < 10_000) return notRun('--verify-keys 10000');
+    const big = sqlite(name, 'seeded');
+    if (!big) return notRun(`the ${name} case`);
+    return { text: fixed(big.ratio), met: big.ratio >= 0.7 };
+  };
+  const floor = (): TargetFigure => {
+    const [create, durable] = [sqlite('create via JWT', 'empty'), sqlite('durable floor', OWN_DATABASE)];
+    if (!create || !durable) return notRun('the create via JWT and durable floor cases');
+    const ratio = create.rps / durable.rps;
+    return {
+      text: `${fixed(ratio)} (${thousands(create.rps)} ÷ ${thousands(durable.rps)} req/s)`,
+      met: ratio >= 0.9,
+    };
+  };
+  const purgeAdded = (): TargetFigure => {
+    if (!purge) return notRun('--purge');
+    if (!Number.isFinite(purge.maxDuring) || !Number.isFinite(purge.maxWithout)) {
+      return { missing: 'no load slice fell during the purge, or none outside it' };
+    }
+    const added = purge.maxDuring - purge.maxWithout;
+    const unfinished = purge.finished ? '' : '; the purge had NOT finished';
+    return {
+      text: `${fixed(added)} ms (${fixed(purge.maxDuring)} − ${fixed(purge.maxWithout)}${unfinished})`,
+      met: added <= 10,
+    };
+  };
+  const worstP99 = (): TargetFigure => {
+    const excluded: CaseName[] = [
+      ...FAIRNESS_CASES,
+      'durable floor',
+      'peer create (better-auth)',
+      'peer verify (better-auth)',
+    ];
+    const rows = [...new Set(runs.map((r) => r.case))]
+      .filter((name) => !excluded.includes(name))
+      .flatMap((name) =>
+        (['empty', 'seeded'] as const).flatMap((db) => {
+          const m = sqlite(name, db);
+          return m ? [{ name, db, ratio: m.p99Ratio }] : [];
+        }),
+      );
+    if (rows.length === 0) return notRun('a keygate case');
+    const worst = rows.reduce((a, b) => (b.ratio > a.ratio ? b : a));
+    return {
+      text: `${fixed(worst.ratio)} (${worst.name}, ${databaseLabel(worst.db)})`,
+      met: worst.ratio <= 3,
+    };
+  };
+
+  const rows: Array<[string, TargetFigure, string]> = [
+    ['create by one user holding 100k live keys ÷ by a user holding none', oneUser(), '≥ 0.9'],
+    ['create and delete with 1M live keys ÷ empty database', withMillion(), '≥ 0.9'],
+    ['verify (key) ÷ ceiling POST, 1M live keys, 10k distinct keys', toCeiling('verify (key)'), '≥ 0.7'],
+    ['forward-auth (key) ÷ ceiling GET, same conditions', toCeiling('forward-auth (key)'), '≥ 0.7'],
+    ['create via JWT ÷ durable floor (same run)', floor(), '≥ 0.9'],
+    ['added max latency while purging 1M expired keys under create load', purgeAdded(), '≤ 10 ms'],
+    ["worst case's p99 ÷ its ceiling p99", worstP99(), '≤ 3'],
+  ];
+  const out: string[] = [];
+  out.push('### Targets (issue 10)');
+  out.push('');
+  out.push(
+    'From the medians above, SQLite rows only: the p99 row leaves out the PostgreSQL rows, the durable floor, the peer and the fairness cases.',
+  );
+  out.push('');
+  out.push('| figure | this run | target | |');
+  out.push('|---|---|---|---|');
+  for (const [figure, value, target] of rows) {
+    const [text, verdict] =
+      'missing' in value ? [value.missing, '—'] : [value.text, value.met ? 'met' : 'not met'];
+    out.push(`| ${figure} | ${text} | ${target} | ${verdict} |`);
+  }
+  return out;
+}
+
 function renderReport(input: {
   runs: Run[];
   ceilingGets: Figures[];
@@ -828,41 +1315,31 @@ function renderReport(input: {
   out.push(
     `keygate (compiled, synchronous=FULL, LOG_LEVEL=${options.logLevel} to a file) and the ceiling on CPU 0, wrk -t1 -c${options.connections} on CPU 1; ` +
       `${options.rounds} rounds of ${options.duration} s per case after ${options.warmup} s warm-up, fresh keygate and database per case; medians over rounds. ` +
-      `Ratios are to the mean of the two ceiling-POST runs around each keygate run. ${options.users} users (tokens / caller keys) in rotation; MAX_KEYS_PER_USER default.`,
+      `Ratios are to the mean of the two ceiling runs around each keygate run: ${ceilingNote(runs)}. ` +
+      `${options.users} users (tokens / caller keys) in rotation; verify and forward-auth rotate over ${thousands(options.verifyKeys)} other distinct keys, seeded in every database; MAX_KEYS_PER_USER default.`,
   );
   out.push('');
   out.push(
     '| case | database | req/s | p50 ms | p99 ms | max ms | non-2xx | ÷ ceiling req/s | p99 ÷ ceiling p99 |',
   );
   out.push('|---|---|---:|---:|---:|---:|---:|---:|---:|');
-  const names = [...new Set(runs.map((r) => r.case))];
+  // The fairness cases' figures are another user's, beside a heavy load: they get their own table.
+  const names = [...new Set(runs.map((r) => r.case))].filter((name) => !FAIRNESS_CASES.includes(name));
   const group = (name: CaseName, db: string) => runs.filter((r) => r.case === name && r.db === db);
-  const medians = (list: Run[]) => ({
-    rps: median(list.map((r) => r.rps)),
-    p50: median(list.map((r) => r.p50)),
-    p99: median(list.map((r) => r.p99)),
-    max: median(list.map((r) => r.max)),
-    non2xx: median(list.map((r) => r.non2xx)),
-    ratio: median(list.map((r) => r.rps / r.ceilingRps)),
-    p99Ratio: median(list.map((r) => r.p99 / r.ceilingP99)),
-  });
+  const medians = mediansOf;
   for (const name of names) {
-    for (const db of dbs) {
+    for (const db of [...dbs, OWN_DATABASE]) {
+      if (group(name, db).length === 0) continue;
       const m = medians(group(name, db));
-      const dbLabel =
-        db === 'seeded'
-          ? `${thousands(options.seed)} keys`
-          : db === 'postgres'
-            ? 'empty, PostgreSQL'
-            : 'empty';
+      const dbLabel = databaseLabel(db);
       out.push(
         `| ${name} | ${dbLabel} | ${thousands(m.rps)} | ${fixed(m.p50)} | ${fixed(m.p99)} | ${fixed(m.max)} | ${thousands(m.non2xx)} | ${fixed(m.ratio)} | ${fixed(m.p99Ratio)} |`,
       );
     }
   }
-  const ceilingRuns = runs.map((r) => r.ceilingRps);
+  const postCeilings = runs.filter((r) => r.ceiling === 'POST');
   out.push(
-    `| ceiling POST | — | ${thousands(median(ceilingRuns))} | | ${fixed(median(runs.map((r) => r.ceilingP99)))} | | | 1.00 | 1.00 |`,
+    `| ceiling POST | — | ${thousands(median(postCeilings.map((r) => r.ceilingRps)))} | | ${fixed(median(postCeilings.map((r) => r.ceilingP99)))} | | | 1.00 | 1.00 |`,
   );
   const gets = input.ceilingGets;
   out.push(
@@ -873,6 +1350,7 @@ function renderReport(input: {
     'non-2xx of the 403 case is every request (expected); elsewhere it should be 0. The delete cases seed their keys to delete ' +
       '(1.5 × the larger of 30k/s and the round\'s best create rate × the run time, owned round-robin by the users) before keygate starts, so their "empty" database holds those.',
   );
+  out.push('', ...renderTargets(runs, input.purge));
   if (dbs.includes('seeded')) {
     out.push('');
     out.push(
@@ -881,7 +1359,7 @@ function renderReport(input: {
     out.push('');
     out.push('| case | req/s | p50 | p99 | max |');
     out.push('|---|---:|---:|---:|---:|');
-    for (const name of names) {
+    for (const name of names.filter((n) => group(n, 'seeded').length > 0)) {
       const a = medians(group(name, 'seeded'));
       const b = medians(group(name, 'empty'));
       out.push(
@@ -889,6 +1367,10 @@ function renderReport(input: {
       );
     }
   }
+  const fairness = renderFairness(runs, dbs);
+  if (fairness.length > 0) out.push('', ...fairness);
+  const peer = renderPeer(runs);
+  if (peer.length > 0) out.push('', ...peer);
   if (input.purge) {
     const p = input.purge;
     out.push('');
@@ -910,6 +1392,24 @@ function renderReport(input: {
       `(min ${fixed(input.startup.minMs, 1)}, max ${fixed(input.startup.maxMs, 1)}). Binary ${fixed(input.binaryBytes / 1e6, 1)} MB. RSS ${memoryLine}.`,
   );
   return out.join('\n');
+}
+
+const DATABASE_LABELS: Record<string, string> = {
+  empty: 'empty',
+  postgres: 'empty, PostgreSQL',
+  [OWN_DATABASE]: 'its own SQLite file',
+};
+
+function databaseLabel(db: string): string {
+  return DATABASE_LABELS[db] ?? `${thousands(options.seed)} keys`;
+}
+
+/** Which ceiling each case's ratio is to, for the report's opening paragraph. */
+function ceilingNote(runs: Run[]): string {
+  const onGet = [...new Set(runs.filter((r) => r.ceiling === 'GET').map((r) => r.case))];
+  return onGet.length === 0
+    ? 'ceiling POST'
+    : `ceiling GET for ${onGet.join(', ')}, ceiling POST for the rest`;
 }
 
 function writeResults(report: string): void {
