@@ -95,7 +95,7 @@ export function raiseBodyProblem(body: unknown): void {
 /** The whole body, or null once it passes MAX_BODY_BYTES (chunked bodies have no Content-Length). */
 async function readLimited(request: Request): Promise<Uint8Array | null> {
   if (request.headers.has('content-length')) {
-    const bytes = new Uint8Array(await request.arrayBuffer());
+    const bytes = await request.bytes();
     return bytes.byteLength > MAX_BODY_BYTES ? null : bytes;
   }
   if (!request.body) return new Uint8Array(0);
