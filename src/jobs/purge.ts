@@ -7,33 +7,48 @@ import type { Logger } from '../log';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-// Keys are random, so each deleted key dirties index pages of its own: 500 a batch held a shared
-// commit (and every request in it) for ~30 ms on a million-key table; 100 takes ~3 ms, at the same
-// overall rate (bench/RESULTS.md, History).
-export const PURGE_BATCH_SIZE = 100;
-// Between batches: without it every shared commit carried a batch, and under load requests waited
-// ~10 ms each for as long as a big purge lasted; with it most commits carry none.
-export const PURGE_PAUSE_MS = 5;
+// Each deleted key dirties pages of five B-trees (the table and its four indexes) that a commit must
+// write and fsync, and requests in the same shared commit wait for it: small batches keep what one
+// commit carries small (bench/RESULTS.md, History).
+export const PURGE_BATCH_SIZE = 25;
+// The share of wall time a pass may spend in its batches: after a batch that took t ms (its work and
+// its commit, longer when requests load the database), the pass waits t × (1 − share) / share. So it
+// backs off by itself under load and a pass of a million keys never holds the writer for long.
+export const PURGE_TIME_SHARE = 0.2;
+/** The least wait between batches, so that requests always run between two of them. */
+export const PURGE_PAUSE_MS = 1;
 
 export type PurgeOptions = {
   batchSize?: number;
-  pauseMs?: number;
-  /** Aborted: the pass ends after the batch in hand (a pass over a million keys lasts a minute). */
+  timeShare?: number;
+  /** Aborted: the pass ends after the batch in hand (a pass over a million keys lasts minutes). */
   signal?: AbortSignal;
+  /** Milliseconds from a monotonic clock (performance.now); tests inject one. */
+  elapsed?: () => number;
+  /** Waits between batches (setTimeout); tests inject one. */
+  wait?: (ms: number) => Promise<void>;
 };
 
 /** One full pass, or until `signal` aborts; resolves with the number of keys removed. */
 export async function purgeExpiredKeys(
   store: Pick<ApiKeyStore, 'deleteExpiredBatch'>,
   clock: Clock,
-  { batchSize = PURGE_BATCH_SIZE, pauseMs = PURGE_PAUSE_MS, signal }: PurgeOptions = {},
+  {
+    batchSize = PURGE_BATCH_SIZE,
+    timeShare = PURGE_TIME_SHARE,
+    signal,
+    elapsed = () => performance.now(),
+    wait = sleep,
+  }: PurgeOptions = {},
 ): Promise<number> {
   let removed = 0;
   while (!signal?.aborted) {
+    const started = elapsed();
     const batch = await store.deleteExpiredBatch(clock(), batchSize);
+    const took = elapsed() - started;
     removed += batch;
     if (batch < batchSize) break;
-    await sleep(pauseMs);
+    await wait(Math.max(PURGE_PAUSE_MS, (took * (1 - timeShare)) / timeShare));
   }
   return removed;
 }

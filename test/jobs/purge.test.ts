@@ -1,6 +1,6 @@
 // The purge: removes expired keys only, in batches, with an injected clock.
 import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
-import { purgeExpiredKeys, startPurgeTimer } from '../../src/jobs/purge';
+import { PURGE_PAUSE_MS, purgeExpiredKeys, startPurgeTimer } from '../../src/jobs/purge';
 import { createLogger } from '../../src/log';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
@@ -8,7 +8,6 @@ let k: TestKeygate;
 beforeEach(async () => {
   k = await testKeygate({ MAX_KEYS_PER_USER: '100' });
 });
-afterEach(() => k.close());
 afterEach(() => k.close());
 
 const count = async () => Number((await k.keygate.rawQuery('SELECT count(*) AS n FROM api_keys'))[0]?.n);
@@ -53,6 +52,54 @@ describe('purgeExpiredKeys', () => {
     const request = k.req('GET', '/health').then(() => order.push('request'));
     await Promise.all([purge, request]);
     expect(order.indexOf('request')).toBeLessThan(order.lastIndexOf('batch'));
+  });
+});
+
+describe('pacing', () => {
+  it('waits four times as long as each batch took (a fifth of the time), and at least 1 ms', async () => {
+    for (let i = 0; i < 7; i++) await k.createKey(1, { expiresIn: 1 });
+    k.time.now += 1000;
+    let now = 0;
+    const took = [4, 0, 2]; // ms each batch takes, on the injected monotonic clock
+    const store = {
+      deleteExpiredBatch: async (at: number, limit: number) => {
+        now += took.shift() ?? 0;
+        return k.keygate.store.deleteExpiredBatch(at, limit);
+      },
+    };
+    const waits: number[] = [];
+    const removed = await purgeExpiredKeys(store, () => k.time.now, {
+      batchSize: 3,
+      elapsed: () => now,
+      wait: async (ms) => {
+        waits.push(ms);
+      },
+    });
+    expect(removed).toBe(7);
+    // Batches of 3, 3 and then 1 (short: the pass ends without waiting).
+    expect(waits).toEqual([16, PURGE_PAUSE_MS]);
+  });
+
+  it('takes a larger share when told to', async () => {
+    for (let i = 0; i < 4; i++) await k.createKey(1, { expiresIn: 1 });
+    k.time.now += 1000;
+    let now = 0;
+    const store = {
+      deleteExpiredBatch: async (at: number, limit: number) => {
+        now += 10;
+        return k.keygate.store.deleteExpiredBatch(at, limit);
+      },
+    };
+    const waits: number[] = [];
+    await purgeExpiredKeys(store, () => k.time.now, {
+      batchSize: 2,
+      timeShare: 0.5,
+      elapsed: () => now,
+      wait: async (ms) => {
+        waits.push(ms);
+      },
+    });
+    expect(waits).toEqual([10, 10]);
   });
 });
 
