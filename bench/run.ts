@@ -274,6 +274,20 @@ async function startFloor(log: string): Promise<Running> {
   return { child, url, log };
 }
 
+/** bench/verify-floor.ts from source, pinned like keygate, holding the keys of `dbPath` in a Map. */
+async function startVerifyFloor(dbPath: string, log: string): Promise<Running> {
+  const port = freePort();
+  const child = start(
+    ['taskset', '-c', SERVER_CPU, 'bun', join(BENCH, 'verify-floor.ts'), String(port), dbPath],
+    {
+      stdout: log,
+    },
+  );
+  const url = `http://127.0.0.1:${port}`;
+  await waitForAnswer(url, 10_000);
+  return { child, url, log };
+}
+
 const PEER = join(BENCH, 'peer');
 
 /** bench/peer/server.ts (better-auth's api-key plugin), pinned like keygate, on its own database file. */
@@ -563,6 +577,8 @@ async function dropPostgres(url: string): Promise<void> {
 type CaseName =
   | 'create via JWT'
   | 'durable floor'
+  | 'verify floor'
+  | 'forward-auth floor'
   | 'create via key'
   | 'delete via JWT'
   | 'delete via key'
@@ -581,7 +597,7 @@ type CaseName =
 type Ceiling = 'GET' | 'POST';
 
 /** What answers a case: keygate itself, or the yardsticks it is compared with. */
-type Server = 'keygate' | 'floor' | 'peer';
+type Server = 'keygate' | 'floor' | 'verify-floor' | 'peer';
 
 type Case = {
   name: CaseName;
@@ -698,6 +714,20 @@ function cases(fixtures: Fixtures): Case[] {
       load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.verifyBasicFile] }),
     },
     {
+      // The least a verify can do on Elysia (bench/verify-floor.ts): same keys, same requests.
+      name: 'verify floor',
+      expect: 200,
+      server: 'verify-floor',
+      load: () => ({ script: 'post-body.lua', args: ['/apikeys/verify', fixtures.verifyKeyFile] }),
+    },
+    {
+      name: 'forward-auth floor',
+      expect: 200,
+      server: 'verify-floor',
+      ceiling: 'GET',
+      load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.verifyBasicFile] }),
+    },
+    {
       name: 'peer create (better-auth)',
       expect: 201,
       server: 'peer',
@@ -731,6 +761,8 @@ async function runCase(
   const log = join(scratch, `${label}.log`);
   const server = benchCase.server ?? 'keygate';
   if (server === 'keygate') copyFileSync(fixtures.templates[db] as string, dbPath);
+  // The verify floor loads the keys of the empty template (the callers and the verify keys).
+  if (server === 'verify-floor') copyFileSync(fixtures.templates.empty as string, dbPath);
   benchCase.seed?.(dbPath);
   const warm = benchCase.load(dbPath, options.warmup, `${label}-warm`, rateHint);
   const measured = benchCase.load(dbPath, options.duration, label, rateHint);
@@ -738,9 +770,11 @@ async function runCase(
   const running =
     server === 'floor'
       ? await startFloor(log)
-      : server === 'peer'
-        ? await startPeer(dbPath, log)
-        : await startKeygate(databaseUrl, benchCase.env ?? {}, log);
+      : server === 'verify-floor'
+        ? await startVerifyFloor(dbPath, log)
+        : server === 'peer'
+          ? await startPeer(dbPath, log)
+          : await startKeygate(databaseUrl, benchCase.env ?? {}, log);
   await benchCase.prepare?.(running.url);
   const idle = memoryOf(running.child.pid);
   await drive(running.url, warm, options.warmup);
@@ -1187,7 +1221,7 @@ function renderPeer(runs: Run[]): string[] {
 }
 
 /** A measured figure, how it reads in the table, and whether it meets its target. */
-type TargetFigure = { text: string; met: boolean } | { missing: string };
+type TargetFigure = { text: string; met: boolean } | { missing: string } | { context: string };
 
 /** Issue 10's targets, one row each, from this run's medians (SQLite rows only). */
 function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
@@ -1254,6 +1288,8 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
     const excluded: CaseName[] = [
       ...FAIRNESS_CASES,
       'durable floor',
+      'verify floor',
+      'forward-auth floor',
       'peer create (better-auth)',
       'peer verify (better-auth)',
     ];
@@ -1273,11 +1309,26 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
     };
   };
 
+  /** keygate's case ÷ the floor of the same work on the same framework (what keygate's layers cost). */
+  const overFloor = (name: CaseName, floorName: CaseName): TargetFigure => {
+    const [ours, floorRun] = [sqlite(name, bigTable ? 'seeded' : 'empty'), sqlite(floorName, OWN_DATABASE)];
+    if (!ours || !floorRun) return notRun(`the ${name} and ${floorName} cases`);
+    return {
+      context: `${fixed(ours.rps / floorRun.rps)}; the floor itself ÷ its ceiling ${fixed(floorRun.ratio)}`,
+    };
+  };
+
   const rows: Array<[string, TargetFigure, string]> = [
     ['create by one user holding 100k live keys ÷ by a user holding none', oneUser(), '≥ 0.9'],
     ['create and delete with 1M live keys ÷ empty database', withMillion(), '≥ 0.9'],
     ['verify (key) ÷ ceiling POST, 1M live keys, 10k distinct keys', toCeiling('verify (key)'), '≥ 0.7'],
     ['forward-auth (key) ÷ ceiling GET, same conditions', toCeiling('forward-auth (key)'), '≥ 0.7'],
+    ['  context: verify (key) ÷ verify floor', overFloor('verify (key)', 'verify floor'), ''],
+    [
+      '  context: forward-auth (key) ÷ forward-auth floor',
+      overFloor('forward-auth (key)', 'forward-auth floor'),
+      '',
+    ],
     ['create via JWT ÷ durable floor (same run)', floor(), '≥ 0.9'],
     ['added max latency while purging 1M expired keys under create load', purgeAdded(), '≤ 10 ms'],
     ["worst case's p99 ÷ its ceiling p99", worstP99(), '≤ 3'],
@@ -1293,7 +1344,11 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
   out.push('|---|---|---|---|');
   for (const [figure, value, target] of rows) {
     const [text, verdict] =
-      'missing' in value ? [value.missing, '—'] : [value.text, value.met ? 'met' : 'not met'];
+      'missing' in value
+        ? [value.missing, '—']
+        : 'context' in value
+          ? [value.context, '']
+          : [value.text, value.met ? 'met' : 'not met'];
     out.push(`| ${figure} | ${text} | ${target} | ${verdict} |`);
   }
   return out;
