@@ -48,6 +48,19 @@ const counted = (sql: SQL) =>
 const actual = (sql: SQL) =>
   sql`SELECT user_id::int AS "userId", count(*)::int AS keys FROM api_keys GROUP BY user_id ORDER BY user_id`;
 
+/** Locks a user's counter row from another connection until `release()`; resolves once it is held. */
+async function holdCounterRow(sql: SQL, userId: number) {
+  const release = Promise.withResolvers<void>();
+  const held = Promise.withResolvers<void>();
+  const holding = sql.begin(async (tx) => {
+    await tx`SELECT keys FROM user_key_counts WHERE user_id = ${userId} FOR UPDATE`;
+    held.resolve();
+    await release.promise;
+  });
+  await held.promise;
+  return { release: () => release.resolve(), holding };
+}
+
 describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL store', () => {
   it('keeps the counter equal to the rows each user holds through creates, deletes, rotations and purges', async () => {
     const url = await freshPostgresDatabase();
@@ -106,15 +119,7 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL store', () => {
     for (let n = 1; n < limit; n++) await a.insertKeyWithinLimit(row(id(n)), limit);
     // Hold the user's counter row from a third connection, so both creates are in flight and queued
     // on it before either can read the count; then let them go.
-    const held = admin(url);
-    let release = () => {};
-    const holding = held.begin(async (tx) => {
-      await tx`SELECT keys FROM user_key_counts WHERE user_id = 1 FOR UPDATE`;
-      await new Promise<void>((resolve) => {
-        release = resolve;
-      });
-    });
-    await Bun.sleep(50);
+    const { release, holding } = await holdCounterRow(admin(url), 1);
     const race = Promise.all([
       a.insertKeyWithinLimit(row(id(101)), limit),
       b.insertKeyWithinLimit(row(id(102)), limit),
@@ -131,6 +136,20 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL store', () => {
     expect((await race).sort()).toEqual(['inserted', 'limit-reached']);
     expect(await actual(sql)).toEqual([{ userId: 1, keys: limit }]);
     expect(await counted(sql)).toEqual(await actual(sql));
+  });
+
+  it('queues one user’s creates in the replica, so they cannot take the pool from other users', async () => {
+    const url = await freshPostgresDatabase();
+    const store = await replica(url); // a pool of 2
+    await store.insertKeyWithinLimit(row(id(1)), 100);
+    const { release, holding } = await holdCounterRow(admin(url), 1);
+    // Four creates by user 1 wait for its counter row; without the queue two of them would hold both
+    // pooled connections while they wait, and user 2's create would wait for them (timeout: fail).
+    const blocked = Promise.all([2, 3, 4, 5].map((n) => store.insertKeyWithinLimit(row(id(n)), 100)));
+    expect(await store.insertKeyWithinLimit(row(id(6), { userId: 2 }), 100)).toBe('inserted');
+    release();
+    await holding;
+    expect(await blocked).toEqual(['inserted', 'inserted', 'inserted', 'inserted']);
   });
 
   it('rolls back a write whose request went away before COMMIT, counter included', async () => {
