@@ -10,7 +10,6 @@ beforeEach(async () => {
   k = await testKeygate();
 });
 afterEach(() => k.close());
-afterEach(() => k.close());
 
 describe('audit lines', () => {
   it('apikey.created by a token and by a key, with the request id', async () => {

@@ -7,7 +7,6 @@ beforeEach(async () => {
   k = await testKeygate({ MAX_KEYS_PER_USER: '3' });
 });
 afterEach(() => k.close());
-afterEach(() => k.close());
 
 const body = (level: number) => ({ name: 'k', level, expiresIn: 3600 });
 

@@ -7,7 +7,6 @@ beforeEach(async () => {
   k = await testKeygate();
 });
 afterEach(() => k.close());
-afterEach(() => k.close());
 
 /** Credentials for user 42 at level 8 under each scheme. */
 const schemes = {

@@ -9,7 +9,6 @@ beforeEach(async () => {
   k = await testKeygate({ KEY_CACHE_SECONDS: '30' });
 });
 afterEach(() => k.close());
-afterEach(() => k.close());
 
 const verifyCode = async (key: string, secret: string) =>
   (await k.req('POST', '/apikeys/verify', { body: { key, secret } })).json.code;

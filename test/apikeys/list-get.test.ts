@@ -9,7 +9,6 @@ beforeEach(async () => {
   k = await testKeygate();
 });
 afterEach(() => k.close());
-afterEach(() => k.close());
 
 /** Credentials for user 42 at `level` under each scheme. */
 const schemes = {

@@ -8,7 +8,6 @@ beforeEach(async () => {
   k = await testKeygate({ MAX_KEYS_PER_USER: '5' });
 });
 afterEach(() => k.close());
-afterEach(() => k.close());
 
 /** Credentials for user 42 at `level` under each scheme. */
 const schemes = {

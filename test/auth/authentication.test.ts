@@ -8,7 +8,6 @@ beforeEach(async () => {
   k = await testKeygate();
 });
 afterEach(() => k.close());
-afterEach(() => k.close());
 
 const BODY = { name: 'k', level: 1, expiresIn: 60 };
 const secretKey = new TextEncoder().encode(JWT_SECRET);

@@ -7,7 +7,6 @@ beforeEach(async () => {
   k = await testKeygate();
 });
 afterEach(() => k.close());
-afterEach(() => k.close());
 
 async function expectCleanError(response: Awaited<ReturnType<TestKeygate['req']>>, status: number) {
   expect(response.status).toBe(status);

@@ -8,7 +8,6 @@ beforeEach(async () => {
   k = await testKeygate();
 });
 afterEach(() => k.close());
-afterEach(() => k.close());
 
 const xApiKey = (key: string, secret: string) => ({ 'x-api-key': key, 'x-api-secret': secret });
 

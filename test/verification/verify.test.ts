@@ -8,7 +8,6 @@ beforeEach(async () => {
   k = await testKeygate();
 });
 afterEach(() => k.close());
-afterEach(() => k.close());
 
 const verify = (body: unknown, headers?: Record<string, string>) =>
   k.req('POST', '/apikeys/verify', { body, headers });
