@@ -4,25 +4,14 @@
 // whatever the server's default. Runs in `bun run test:postgres`; plain `bun test` skips it.
 import { afterEach, describe, expect, it } from 'bun:test';
 import { SQL } from 'bun';
-import type { ApiKeyRow, ApiKeyStore } from '../../src/apikeys/store';
+import type { ApiKeyStore } from '../../src/apikeys/store';
 import { embeddedPostgresMigrations } from '../../src/db/migrations.macro';
 import { migrateUnderLock } from '../../src/db/postgres/migrate';
 import { openPostgres } from '../../src/db/postgres/open';
 import { createPostgresApiKeyStore } from '../../src/db/postgres/store';
 import { RequestGoneError, whileConnected } from '../../src/request-scope';
 import { freshPostgresDatabase, sharedPostgres, TEST_ENGINE } from '../support/postgres';
-
-const row = (id: string, fields: Partial<ApiKeyRow> = {}): ApiKeyRow => ({
-  id,
-  secretHash: new Uint8Array(32),
-  userId: 1,
-  level: 1,
-  name: id,
-  createdAt: 1000,
-  expiresAt: 100_000,
-  ...fields,
-});
-const id = (n: number) => `kg_${String(n).padStart(22, '0')}`;
+import { id, row } from '../support/rows';
 
 const closing: Array<() => Promise<unknown>> = [];
 afterEach(async () => {

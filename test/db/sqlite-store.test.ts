@@ -1,9 +1,10 @@
 // The SQLite ApiKeyStore's own promises: rotation is one transaction, it re-checks the previous key
 // inside it, and change events arrive after the commit and before the writer's promise resolves.
 import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
-import type { ApiKeyRow, ApiKeyStore } from '../../src/apikeys/store';
+import type { ApiKeyStore } from '../../src/apikeys/store';
 import { type Db, openDatabase } from '../../src/db/open';
 import { createSqliteApiKeyStore } from '../../src/db/sqlite-store';
+import { id, row } from '../support/rows';
 
 let db: Db;
 let store: ApiKeyStore;
@@ -15,18 +16,6 @@ afterEach(async () => {
   await store.drained();
   db.$client.close();
 });
-
-const row = (id: string, fields: Partial<ApiKeyRow> = {}): ApiKeyRow => ({
-  id,
-  secretHash: new Uint8Array(32),
-  userId: 1,
-  level: 1,
-  name: id,
-  createdAt: 1000,
-  expiresAt: 100_000,
-  ...fields,
-});
-const id = (n: number) => `kg_${String(n).padStart(22, '0')}`;
 
 describe('rotateKey', () => {
   it('rolls the previous key’s new expiry back when the insert fails', async () => {
