@@ -3,7 +3,7 @@
 import { Elysia, t } from 'elysia';
 
 /**
- * A whole number in a response. Not WholeNumber(): Elysia's also accepts "5" and decodes it, a
+ * A whole number in a response. Not t.Integer(): Elysia's also accepts "5" and decodes it, a
  * transform that makes every response pass through TypeBox's Encode walk instead of a compiled Check
  * (~9 % of a verify's CPU). The OpenAPI document writes this as `type: integer`.
  */

@@ -1,7 +1,8 @@
 // The ApiKeyStore on PostgreSQL, for any number of replicas on one database. Each write is its own
-// transaction (COMMIT returned before its promise resolves, synchronous_commit on); the per-user cap holds across replicas because a create first locks its
-// user's row in user_key_counts (which triggers keep in step with api_keys); a delete or rotation
-// NOTIFYs the other replicas in the same transaction, and LISTEN evicts their cached keys.
+// transaction (COMMIT returned before its promise resolves, synchronous_commit on); the per-user cap
+// holds across replicas because a create first locks its user's row in user_key_counts (which
+// triggers keep in step with api_keys); a delete or rotation NOTIFYs the other replicas in the same
+// transaction, and LISTEN evicts their cached keys.
 import { and, count, desc, eq, gt, lt, lte, or, sql } from 'drizzle-orm';
 import {
   type ApiKeyRow,
@@ -197,7 +198,7 @@ export async function createPostgresApiKeyStore(
           return 'inserted' as const;
         }),
       );
-      // Ids are random, so no other replica can have this one cached as unknown: a local event only.
+      // Ids carry 131 random bits, so no other replica can have this one cached as unknown: a local event only.
       if (outcome === 'inserted') announce([row.id]);
       return outcome;
     },
