@@ -258,47 +258,31 @@ async function waitForAnswer(url: string, deadlineMs: number): Promise<void> {
   throw new Error(`${url} did not answer within ${deadlineMs} ms`);
 }
 
-/** bench/durable-floor.ts from source, pinned like keygate; its database goes under the scratch dir. */
-async function startFloor(log: string): Promise<Running> {
-  const port = freePort();
-  const child = start(
-    ['taskset', '-c', SERVER_CPU, 'bun', join(BENCH, 'durable-floor.ts'), String(port), 'full'],
-    {
-      // It makes its database in a fresh directory under the temporary directory.
-      env: { TMPDIR: scratch },
-      stdout: log,
-    },
-  );
-  const url = `http://127.0.0.1:${port}`;
-  await waitForAnswer(url, 10_000);
-  return { child, url, log };
-}
-
-/** bench/verify-floor.ts from source, pinned like keygate, holding the keys of `dbPath` in a Map. */
-async function startVerifyFloor(dbPath: string, log: string): Promise<Running> {
-  const port = freePort();
-  const child = start(
-    ['taskset', '-c', SERVER_CPU, 'bun', join(BENCH, 'verify-floor.ts'), String(port), dbPath],
-    {
-      stdout: log,
-    },
-  );
-  const url = `http://127.0.0.1:${port}`;
-  await waitForAnswer(url, 10_000);
-  return { child, url, log };
-}
-
 const PEER = join(BENCH, 'peer');
 
-/** bench/peer/server.ts (better-auth's api-key plugin), pinned like keygate, on its own database file. */
-async function startPeer(dbPath: string, log: string): Promise<Running> {
+/**
+ * A yardstick from source (`bun <script> <port> ...args`), pinned like keygate; resolves once it
+ * answers. The durable floor (its database under the scratch dir), the verify floor (the keys of a
+ * database file) and the peer (better-auth, which migrates and adds its 1000 users first).
+ */
+async function startYardstick(
+  server: Exclude<Server, 'keygate'>,
+  dbPath: string,
+  log: string,
+): Promise<Running> {
+  const [script, args, waitMs] = {
+    floor: [join(BENCH, 'durable-floor.ts'), ['full'], 10_000],
+    'verify-floor': [join(BENCH, 'verify-floor.ts'), [dbPath], 10_000],
+    peer: [join(PEER, 'server.ts'), [dbPath], 30_000],
+  }[server] as [string, string[], number];
   const port = freePort();
-  const child = start(['taskset', '-c', SERVER_CPU, 'bun', join(PEER, 'server.ts'), String(port), dbPath], {
+  const child = start(['taskset', '-c', SERVER_CPU, 'bun', script, String(port), ...args], {
+    // The durable floor makes its database in a fresh directory under the temporary directory.
+    env: { TMPDIR: scratch },
     stdout: log,
   });
   const url = `http://127.0.0.1:${port}`;
-  // It migrates its schema and adds its 1000 users before it listens.
-  await waitForAnswer(url, 30_000);
+  await waitForAnswer(url, waitMs);
   return { child, url, log };
 }
 
@@ -768,13 +752,9 @@ async function runCase(
   const measured = benchCase.load(dbPath, options.duration, label, rateHint);
   const databaseUrl = db === 'postgres' ? await toPostgres(dbPath, label) : dbPath;
   const running =
-    server === 'floor'
-      ? await startFloor(log)
-      : server === 'verify-floor'
-        ? await startVerifyFloor(dbPath, log)
-        : server === 'peer'
-          ? await startPeer(dbPath, log)
-          : await startKeygate(databaseUrl, benchCase.env ?? {}, log);
+    server === 'keygate'
+      ? await startKeygate(databaseUrl, benchCase.env ?? {}, log)
+      : await startYardstick(server, dbPath, log);
   await benchCase.prepare?.(running.url);
   const idle = memoryOf(running.child.pid);
   await drive(running.url, warm, options.warmup);
@@ -1122,6 +1102,11 @@ function machineLine(): string {
 
 const FAIRNESS_CASES: CaseName[] = ["fairness: another user's create", 'fairness baseline'];
 
+/** The runs of one case on one database, every round. */
+function runsOf(runs: Run[], name: CaseName, db: string): Run[] {
+  return runs.filter((r) => r.case === name && r.db === db);
+}
+
 /** Medians over rounds of one case on one database. */
 function mediansOf(list: Run[]) {
   return {
@@ -1140,7 +1125,7 @@ function mediansOf(list: Run[]) {
 /** User 2's create latency beside a heavy user (user 1 alone) and beside the same load spread out. */
 function renderFairness(runs: Run[], dbs: string[]): string[] {
   const [alone, baseline] = FAIRNESS_CASES as [CaseName, CaseName];
-  const group = (name: CaseName, db: string) => runs.filter((r) => r.case === name && r.db === db);
+  const group = (name: CaseName, db: string) => runsOf(runs, name, db);
   const measured = dbs.filter((db) => group(alone, db).length > 0 && group(baseline, db).length > 0);
   if (measured.length === 0) return [];
   const out: string[] = [];
@@ -1185,7 +1170,7 @@ function renderPeer(runs: Run[]): string[] {
     ['create', 'create via JWT', 'peer create (better-auth)'],
     ['verify', 'verify (key)', 'peer verify (better-auth)'],
   ];
-  const group = (name: CaseName, db: string) => runs.filter((r) => r.case === name && r.db === db);
+  const group = (name: CaseName, db: string) => runsOf(runs, name, db);
   const measured = pairs.filter(
     ([, ours, peer]) => group(ours, 'empty').length > 0 && group(peer, OWN_DATABASE).length > 0,
   );
@@ -1226,7 +1211,7 @@ type TargetFigure = { text: string; met: boolean } | { missing: string } | { con
 /** Issue 10's targets, one row each, from this run's medians (SQLite rows only). */
 function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
   const sqlite = (name: CaseName, db: 'empty' | 'seeded' | typeof OWN_DATABASE) => {
-    const list = runs.filter((r) => r.case === name && r.db === db);
+    const list = runsOf(runs, name, db);
     return list.length > 0 ? mediansOf(list) : undefined;
   };
   const bigTable = options.seed >= 1_000_000;
@@ -1337,7 +1322,7 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
   out.push('### Targets (issue 10)');
   out.push('');
   out.push(
-    'From the medians above, SQLite rows only: the p99 row leaves out the PostgreSQL rows, the durable floor, the peer and the fairness cases.',
+    'From the medians above, SQLite rows only: the p99 row leaves out the PostgreSQL rows, the floors, the peer and the fairness cases.',
   );
   out.push('');
   out.push('| figure | this run | target | |');
@@ -1380,12 +1365,11 @@ function renderReport(input: {
   out.push('|---|---|---:|---:|---:|---:|---:|---:|---:|');
   // The fairness cases' figures are another user's, beside a heavy load: they get their own table.
   const names = [...new Set(runs.map((r) => r.case))].filter((name) => !FAIRNESS_CASES.includes(name));
-  const group = (name: CaseName, db: string) => runs.filter((r) => r.case === name && r.db === db);
-  const medians = mediansOf;
+  const group = (name: CaseName, db: string) => runsOf(runs, name, db);
   for (const name of names) {
     for (const db of [...dbs, OWN_DATABASE]) {
       if (group(name, db).length === 0) continue;
-      const m = medians(group(name, db));
+      const m = mediansOf(group(name, db));
       const dbLabel = databaseLabel(db);
       out.push(
         `| ${name} | ${dbLabel} | ${thousands(m.rps)} | ${fixed(m.p50)} | ${fixed(m.p99)} | ${fixed(m.max)} | ${thousands(m.non2xx)} | ${fixed(m.ratio)} | ${fixed(m.p99Ratio)} |`,
@@ -1415,8 +1399,8 @@ function renderReport(input: {
     out.push('| case | req/s | p50 | p99 | max |');
     out.push('|---|---:|---:|---:|---:|');
     for (const name of names.filter((n) => group(n, 'seeded').length > 0)) {
-      const a = medians(group(name, 'seeded'));
-      const b = medians(group(name, 'empty'));
+      const a = mediansOf(group(name, 'seeded'));
+      const b = mediansOf(group(name, 'empty'));
       out.push(
         `| ${name} | ${fixed(a.rps / b.rps)} | ${fixed(a.p50 / b.p50)} | ${fixed(a.p99 / b.p99)} | ${fixed(a.max / b.max)} |`,
       );

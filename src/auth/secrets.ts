@@ -22,14 +22,14 @@ const randomPool = new Uint8Array(32);
  * rather than one per key. The uniqueness and the 131 random bits are all in the random part.
  */
 export function generateKeyId(createdAt: number): string {
-  return `kg_${base62Time(createdAt)}${randomBase62(KEY_RANDOM_LENGTH)}`;
+  return `kg_${base62Digits(Math.max(0, Math.floor(createdAt)), KEY_TIME_LENGTH)}${randomBase62(KEY_RANDOM_LENGTH)}`;
 }
 
-/** `ms` in KEY_TIME_LENGTH base62 digits, most significant first. */
-function base62Time(ms: number): string {
+/** A whole number in `length` base62 digits, most significant first, padded with zeros. */
+function base62Digits(value: number, length: number): string {
   let digits = '';
-  let rest = Math.max(0, Math.floor(ms));
-  for (let i = 0; i < KEY_TIME_LENGTH; i++) {
+  let rest = value;
+  for (let i = 0; i < length; i++) {
     digits = BASE62[rest % 62] + digits;
     rest = Math.floor(rest / 62);
   }
@@ -75,13 +75,7 @@ export function isWellFormedSecret(secret: string): boolean {
 
 /** CRC32 of the body in base62, most significant digit first, padded with zeros to 6. */
 export function checksumOf(body: string): string {
-  let value = Bun.hash.crc32(body);
-  let digits = '';
-  for (let i = 0; i < CHECKSUM_LENGTH; i++) {
-    digits = BASE62[value % 62] + digits;
-    value = Math.floor(value / 62);
-  }
-  return digits;
+  return base62Digits(Bun.hash.crc32(body), CHECKSUM_LENGTH);
 }
 
 /** SHA-256 of the secret's UTF-8 bytes. Bun's one-shot hash: a fifth of node:crypto's createHash. */

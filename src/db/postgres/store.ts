@@ -90,10 +90,7 @@ export async function createPostgresApiKeyStore(
   const userQueues = new Map<number, Promise<unknown>>();
   const inUserTurn = <T>(userId: number, work: () => Promise<T>): Promise<T> => {
     const mine = (userQueues.get(userId) ?? Promise.resolve()).then(work, work);
-    const settled = mine.then(
-      () => undefined,
-      () => undefined,
-    );
+    const settled = mine.catch(() => undefined);
     userQueues.set(userId, settled);
     settled.then(() => {
       if (userQueues.get(userId) === settled) userQueues.delete(userId);
@@ -102,10 +99,12 @@ export async function createPostgresApiKeyStore(
   };
   // This replica announces its own changes as they commit; its own notifications, echoed back, are skipped.
   const replicaId = crypto.randomUUID();
+  const payloadOf = (ids: readonly string[]) => `${replicaId} ${ids.join(',')}`;
   const notify = async (tx: { execute: PostgresDb['execute'] }, ids: readonly string[]) => {
     for (let i = 0; i < ids.length; i += IDS_PER_NOTIFY) {
-      const payload = `${replicaId} ${ids.slice(i, i + IDS_PER_NOTIFY).join(',')}`;
-      await tx.execute(sql`SELECT pg_notify(${KEYS_CHANNEL}, ${payload})`);
+      await tx.execute(
+        sql`SELECT pg_notify(${KEYS_CHANNEL}, ${payloadOf(ids.slice(i, i + IDS_PER_NOTIFY))})`,
+      );
     }
   };
   /**
@@ -208,7 +207,7 @@ export async function createPostgresApiKeyStore(
         // One statement: the NOTIFY is sent only when a row went, without a second round trip.
         const rows = await tx.execute(sql`
           WITH gone AS (DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ${id} RETURNING 1)
-          SELECT pg_notify(${KEYS_CHANNEL}, ${`${replicaId} ${id}`}) FROM gone`);
+          SELECT pg_notify(${KEYS_CHANNEL}, ${payloadOf([id])}) FROM gone`);
         return rows.length > 0;
       });
       if (deleted) announce([id]);
