@@ -218,13 +218,13 @@ async function run(argv: string[]): Promise<number> {
       return print(await mintToken(config, parsed.options));
     case 'purge': {
       existingDatabase(config, 'purge');
-      const { store } = await openStore(config, { listen: false });
+      const { store } = await openStore(config, { serving: false });
       const removed = await purgeExpiredKeys(store, systemClock);
       await store.close();
       return print(`purged ${removed} expired keys`);
     }
     case 'migrate': {
-      const { store, database, appliedMigrations } = await openStore(config, { listen: false });
+      const { store, database, appliedMigrations } = await openStore(config, { serving: false });
       const applied = await appliedMigrations();
       await store.close();
       return print(`database ${database} is at migration ${applied}`);

@@ -12,6 +12,7 @@ import type { AsymmetricAlgorithm } from './auth/jwt-keys';
 import { createVerifier } from './auth/verification';
 import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
+import { checkpointInBackground } from './db/checkpoints';
 import type { CommitBatch } from './db/group-commit';
 import { appliedMigrationCount, openDatabase } from './db/open';
 import { appliedPostgresMigrationCount, isPostgresUrl, openPostgres, redactedUrl } from './db/postgres/open';
@@ -43,20 +44,26 @@ export type OpenedStore = {
 export async function openStore(
   config: Pick<Config, 'databaseUrl' | 'databasePoolSize'>,
   {
-    listen = true,
+    serving = true,
     onCommit,
+    logger,
   }: {
-    /** PostgreSQL: subscribe to other replicas' changes (off for one-shot commands such as purge). */
-    listen?: boolean;
+    /**
+     * A long-lived keygate (off for one-shot commands such as purge): on PostgreSQL it subscribes to
+     * other replicas' changes, on SQLite its WAL checkpoints run on a thread of their own.
+     */
+    serving?: boolean;
     /** SQLite: the group-commit observer (metrics). */
     onCommit?: (batch: CommitBatch) => void;
+    /** Told if the SQLite checkpoint thread fails (its checkpoints then run on the event loop). */
+    logger?: Logger;
   } = {},
 ): Promise<OpenedStore> {
   if (isPostgresUrl(config.databaseUrl)) {
     const db = await openPostgres(config.databaseUrl, config.databasePoolSize);
     return {
       engine: 'postgres',
-      store: await createPostgresApiKeyStore(db, { listen }),
+      store: await createPostgresApiKeyStore(db, { listen: serving }),
       database: redactedUrl(config.databaseUrl),
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       rawQuery: (query, params = []) => db.$client.unsafe(query, params as never[]),
@@ -64,9 +71,15 @@ export async function openStore(
     };
   }
   const db = openDatabase(config.databaseUrl);
+  const checkpoints =
+    serving && config.databaseUrl !== ':memory:'
+      ? await checkpointInBackground(db.$client, {
+          onFailure: (reason) => logger?.warn('wal checkpoints back on the event loop', { reason }),
+        })
+      : undefined;
   return {
     engine: 'sqlite',
-    store: createSqliteApiKeyStore(db, { onCommit }),
+    store: createSqliteApiKeyStore(db, { onCommit, checkpoints }),
     database: config.databaseUrl,
     appliedMigrations: async () => appliedMigrationCount(db),
     // bun:sqlite numbers its parameters ?1, ?2…
@@ -106,7 +119,7 @@ export async function createKeygate(
           engine: isPostgresUrl(config.databaseUrl) ? 'postgres' : 'sqlite',
           databaseUp: async () => (opened ? await opened.store.ping() : false),
         });
-  opened = await openStore(config, { onCommit: metrics?.commitObserved });
+  opened = await openStore(config, { onCommit: metrics?.commitObserved, logger });
   const { store } = opened;
   const keys = createKeyCache({
     store,

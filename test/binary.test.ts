@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import journal from '../drizzle/meta/_journal.json' with { type: 'json' };
 import pkg from '../package.json' with { type: 'json' };
 import { buildBinary, readStartLine } from './support/binary';
+import { reachesDatabaseFile } from './support/database-file';
 
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-binary-'));
 const binary = join(scratch, 'keygate');
@@ -60,6 +61,8 @@ describe('dist/keygate', () => {
     expect(created.status).toBe(201);
     const { apikey } = (await created.json()) as { apikey: { key: string; secret: string; userId: number } };
     expect(apikey.userId).toBe(42);
+    // The checkpoint thread runs inside the binary: the commit reaches the database file at once.
+    expect(await reachesDatabaseFile(join(cwd, 'data', 'keygate.db'), apikey.key)).toBe(true);
 
     const deleted = await fetch(`${base}/apikeys/${apikey.key}/key`, {
       method: 'DELETE',

@@ -7,6 +7,7 @@ import {
   type KeysChangedListener,
   StoreUnavailableError,
 } from '../apikeys/store';
+import type { Checkpoints } from './checkpoints';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
 import { apiKeys, userKeyCounts } from './schema';
@@ -25,7 +26,11 @@ function unavailableOr(error: unknown): never {
 
 export function createSqliteApiKeyStore(
   db: Db,
-  options: { onCommit?: (batch: CommitBatch) => void } = {},
+  options: {
+    onCommit?: (batch: CommitBatch) => void;
+    /** The WAL checkpoints' Worker, if one runs: stopped before the connection closes. */
+    checkpoints?: Checkpoints;
+  } = {},
 ): ApiKeyStore {
   const groupCommit = new GroupCommitWriter(db.$client, options.onCommit);
   const writer = {
@@ -247,6 +252,7 @@ export function createSqliteApiKeyStore(
 
     async close() {
       await groupCommit.drained();
+      await options.checkpoints?.stop();
       db.$client.close();
     },
   };
