@@ -29,6 +29,13 @@ export const DATA_DIRECTORY_MODE = 0o700;
 /** A database file keygate creates; SQLite gives its -wal and -shm files the same mode. */
 export const DATABASE_FILE_MODE = 0o600;
 
+/**
+ * The most of the file SQLite keeps in memory (KiB; it grows only as pages are read). Its default,
+ * 2 MiB, cannot hold the index pages of a thousand users creating keys, so with a million keys stored
+ * each insert read them from the file again (bench/RESULTS.md, History).
+ */
+export const CACHE_KIB = 65_536;
+
 export function openDatabase(url: string): Db {
   if (url !== ':memory:') createPrivately(url);
   const client = new Database(url, { create: true, strict: true });
@@ -38,6 +45,7 @@ export function openDatabase(url: string): Db {
   // FULL: a commit returns only once the WAL is on disk, so an acknowledged write survives a crash.
   client.run('PRAGMA synchronous = FULL');
   client.run('PRAGMA foreign_keys = ON');
+  client.run(`PRAGMA cache_size = -${CACHE_KIB}`);
   assertWritable(client);
   const db = drizzle({ client, schema });
   migrate(db);

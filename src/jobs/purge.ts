@@ -7,7 +7,7 @@ import type { Logger } from '../log';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-// Each deleted key dirties pages of five B-trees (the table and its four indexes) that a commit must
+// Each deleted key dirties pages of four B-trees (the table and its three indexes) that a commit must
 // write and fsync, and requests in the same shared commit wait for it: small batches keep what one
 // commit carries small (bench/RESULTS.md, History).
 export const PURGE_BATCH_SIZE = 25;

@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { appliedMigrationCount, BUSY_TIMEOUT_MS, migrate, openDatabase } from '../../src/db/open';
+import { appliedMigrationCount, BUSY_TIMEOUT_MS, CACHE_KIB, migrate, openDatabase } from '../../src/db/open';
 
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-db-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -16,6 +16,7 @@ describe('openDatabase', () => {
     expect(pragma('journal_mode')).toBe('wal');
     expect(pragma('synchronous')).toBe(2); // FULL
     expect(pragma('busy_timeout')).toBe(BUSY_TIMEOUT_MS);
+    expect(pragma('cache_size')).toBe(-CACHE_KIB);
     db.$client.close();
   });
 
@@ -40,8 +41,9 @@ describe('openDatabase', () => {
         .map((r) => r.detail)
         .join(' | ');
     expect(plan("SELECT * FROM api_keys WHERE id = 'x'")).toContain('INDEX');
+    // The cap's count reads the list's index alone (a covering index: no row is fetched).
     expect(plan('SELECT count(*) FROM api_keys WHERE user_id = 1 AND expires_at > 5')).toContain(
-      'api_keys_user_expires',
+      'COVERING INDEX api_keys_user_created',
     );
     expect(plan('SELECT id FROM api_keys WHERE expires_at <= 5 ORDER BY expires_at LIMIT 10')).toContain(
       'api_keys_expires',

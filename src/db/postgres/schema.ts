@@ -16,10 +16,9 @@ export const apiKeys = pgTable(
     expiresAt: bigint('expires_at', { mode: 'number' }).notNull(),
   },
   (table) => [
-    // The per-user cap counts a user's live keys on this index.
-    index('api_keys_user_expires').on(table.userId, table.expiresAt),
-    // Listing a user's keys newest first, keyset-paged on (created_at, id).
-    index('api_keys_user_created').on(table.userId, table.createdAt, table.id),
+    // Listing a user's keys newest first, keyset-paged on (created_at, id); the per-user cap counts a
+    // user's live keys on it too (an index-only scan, expires_at being in it).
+    index('api_keys_user_created').on(table.userId, table.createdAt, table.id, table.expiresAt),
     // The purge finds expired keys in order.
     index('api_keys_expires').on(table.expiresAt),
   ],
