@@ -973,11 +973,14 @@ async function main(): Promise<void> {
 
 // ---------------------------------------------------------------- purge under load
 
+type Slice = Figures & { startedMs: number; endedMs: number };
+type SlicePhase = 'before' | 'during' | 'after';
+
 type PurgeResult = {
   finished: boolean;
   removed: number;
   purgeMs: number;
-  slices: Array<Figures & { startedMs: number; endedMs: number; phase: 'before' | 'during' | 'after' }>;
+  slices: Array<Slice & { phase: SlicePhase }>;
   maxDuring: number;
   maxWithout: number;
   p99During: number;
@@ -1005,26 +1008,16 @@ async function measurePurge(fixtures: Fixtures): Promise<PurgeResult> {
   const log = join(scratch, 'purge.log');
   // The purge log line is at info; request lines are silenced here only if the run asked for it.
   const keygate = await startKeygate(dbPath, { PURGE_INTERVAL_SECONDS: String(PURGE_INTERVAL_SECONDS) }, log);
-  const origin = performance.now();
-  const originWall = Date.now();
-  const slices: PurgeResult['slices'] = [];
   let purgeLine: PurgeLine | undefined;
   const purgeLog = purgeLineReader(log);
   let slicesAfter = 0;
-  for (let i = 0; i < PURGE_MAX_SLICES && slicesAfter < PURGE_SLICES_AFTER; i++) {
-    const startedMs = performance.now() - origin;
-    const figures = await wrk(
-      keygate.url,
-      'create.lua',
-      ['/apikeys/jwt', fixtures.bearerFile],
-      PURGE_SLICE_SECONDS,
-      options.connections,
-    );
-    const endedMs = performance.now() - origin;
-    slices.push({ ...figures, startedMs, endedMs, phase: 'before' });
+  // The slices' times count from here (createLoadInSlices starts its clock at once).
+  const originWall = Date.now();
+  const slices = await createLoadInSlices(keygate, fixtures, PURGE_MAX_SLICES, async () => {
     purgeLine ??= await purgeLog.next();
     if (purgeLine) slicesAfter++;
-  }
+    return slicesAfter >= PURGE_SLICES_AFTER;
+  });
   await stop(keygate.child);
   // How far the pass got, from the file itself (keygate only logs a pass once it is complete).
   const remaining = countExpired(dbPath);
@@ -1032,19 +1025,23 @@ async function measurePurge(fixtures: Fixtures): Promise<PurgeResult> {
   const timerFires = PURGE_INTERVAL_SECONDS * 1000;
   const purgeEnd = purgeLine ? Date.parse(purgeLine.time) - originWall : Number.POSITIVE_INFINITY;
   const purgeStart = purgeLine ? purgeEnd - purgeLine.ms : timerFires;
-  for (const slice of slices) {
-    if (slice.endedMs <= purgeStart) slice.phase = 'before';
-    else if (slice.startedMs >= purgeEnd) slice.phase = 'after';
-    else slice.phase = 'during';
-  }
+  const phased = slices.map((slice) => ({
+    ...slice,
+    phase:
+      slice.endedMs <= purgeStart
+        ? ('before' as const)
+        : slice.startedMs >= purgeEnd
+          ? ('after' as const)
+          : ('during' as const),
+  }));
   // The first slice includes keygate's warm-up (JIT), so it is left out of "without".
-  const during = slices.filter((s) => s.phase === 'during');
-  const without = slices.filter((s, i) => i > 0 && s.phase !== 'during');
+  const during = phased.filter((s) => s.phase === 'during');
+  const without = phased.filter((s, i) => i > 0 && s.phase !== 'during');
   const result: PurgeResult = {
     finished: purgeLine !== undefined,
     removed: purgeLine?.removed ?? PURGE_KEYS - remaining,
     purgeMs: purgeLine?.ms ?? slices.reduce((end, s) => Math.max(end, s.endedMs), 0) - timerFires,
-    slices,
+    slices: phased,
     maxDuring: Math.max(...during.map((s) => s.max)),
     maxWithout: Math.max(...without.map((s) => s.max)),
     p99During: Math.max(...during.map((s) => s.p99)),
@@ -1056,6 +1053,33 @@ async function measurePurge(fixtures: Fixtures): Promise<PurgeResult> {
     `purge ${result.finished ? `removed ${result.removed} in` : 'had not finished after'} ${Math.round(result.purgeMs)} ms; max latency during ${fixed(result.maxDuring)} ms vs ${fixed(result.maxWithout)} ms without`,
   );
   return result;
+}
+
+/**
+ * Create load on a running keygate in one-second wrk slices: `count` of them, or fewer if `enough`
+ * (asked after each slice) says so.
+ */
+async function createLoadInSlices(
+  keygate: Running,
+  fixtures: Fixtures,
+  count: number,
+  enough: () => Promise<boolean> = async () => false,
+): Promise<Slice[]> {
+  const origin = performance.now();
+  const slices: Slice[] = [];
+  while (slices.length < count) {
+    const startedMs = performance.now() - origin;
+    const figures = await wrk(
+      keygate.url,
+      'create.lua',
+      ['/apikeys/jwt', fixtures.bearerFile],
+      PURGE_SLICE_SECONDS,
+      options.connections,
+    );
+    slices.push({ ...figures, startedMs, endedMs: performance.now() - origin });
+    if (await enough()) break;
+  }
+  return slices;
 }
 
 function countExpired(dbPath: string): number {
