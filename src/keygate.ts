@@ -12,7 +12,6 @@ import type { AsymmetricAlgorithm } from './auth/jwt-keys';
 import { createVerifier } from './auth/verification';
 import { type Clock, systemClock } from './clock';
 import type { Config } from './config';
-import { checkpointInBackground } from './db/checkpoints';
 import type { CommitBatch } from './db/group-commit';
 import { appliedMigrationCount, openDatabase } from './db/open';
 import { appliedPostgresMigrationCount, isPostgresUrl, openPostgres, redactedUrl } from './db/postgres/open';
@@ -71,15 +70,13 @@ export async function openStore(
     };
   }
   const db = openDatabase(config.databaseUrl);
-  const checkpoints =
+  const backgroundCheckpoints =
     serving && config.databaseUrl !== ':memory:'
-      ? await checkpointInBackground(db.$client, {
-          onFailure: (reason) => logger?.warn('wal checkpoints back on the event loop', { reason }),
-        })
+      ? { onFailure: (reason: string) => logger?.warn('wal checkpoints back on the event loop', { reason }) }
       : undefined;
   return {
     engine: 'sqlite',
-    store: createSqliteApiKeyStore(db, { onCommit, checkpoints }),
+    store: createSqliteApiKeyStore(db, { onCommit, backgroundCheckpoints }),
     database: config.databaseUrl,
     appliedMigrations: async () => appliedMigrationCount(db),
     // bun:sqlite numbers its parameters ?1, ?2…

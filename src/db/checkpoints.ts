@@ -2,81 +2,123 @@
 // takes the WAL past 1000 pages, on the event loop: with 1M keys stored it held every request for tens
 // of milliseconds (bench/RESULTS.md). A serving keygate turns it off and checkpoints from a Worker
 // instead; if the Worker fails, the automatic checkpoint comes back, so the WAL never grows unchecked.
+//
+// A checkpoint alone never makes the WAL shorter: SQLite starts writing it from the top again only
+// when a write begins after every frame was copied, which a steady write load never allows. So once
+// the WAL holds RESTART_FRAMES, the Worker asks for the writes to be held, finishes the copy and
+// restarts the WAL (its RESTART mode), and lets the writes go: a pause of one short checkpoint.
 import type { Database } from 'bun:sqlite';
 import { checkpointWorkerSource } from './checkpoint-worker.macro' with { type: 'macro' };
 
 /** How often the Worker copies what the WAL holds into the database file. */
 export const CHECKPOINT_INTERVAL_MS = 50;
+/** WAL frames (pages) after which the WAL is restarted: 16 MiB of 4 KiB pages. */
+export const RESTART_FRAMES = 4096;
 /** SQLite's own default, restored when the Worker cannot run. */
 export const AUTOCHECKPOINT_PAGES = 1000;
-/** How long start waits for the Worker to open the database, and stop() for it to close it. */
+/** The longest writes are held for a restart, and stop() waits for the Worker to close its connection. */
 const WORKER_TIMEOUT_MS = 2000;
 
-const WORKER_URL = URL.createObjectURL(new Blob([checkpointWorkerSource()], { type: 'text/javascript' }));
-
-export type CheckpointerMessage = { type: 'start'; path: string; intervalMs: number } | { type: 'stop' };
+export type CheckpointerMessage =
+  | { type: 'start'; path: string; intervalMs: number; restartFrames: number }
+  | { type: 'writes-held' }
+  | { type: 'stop' };
 export type CheckpointerReply =
   | { type: 'started' }
+  | { type: 'hold-writes' }
+  | { type: 'writes-free' }
   | { type: 'stopped' }
   | { type: 'failed'; message: string };
 
 export type Checkpoints = {
-  /** Whether the Worker runs the checkpoints (false: SQLite's automatic checkpoint does). */
+  /** Resolves once the Worker runs the checkpoints (true), or could not start (false). */
+  readonly started: Promise<boolean>;
+  /** Whether the Worker runs the checkpoints now (false: SQLite's automatic checkpoint does). */
   readonly inBackground: boolean;
   /** Ends the Worker (after its last checkpoint); call before closing the serving connection. */
   stop(): Promise<void>;
 };
 
+const WORKER_URL = URL.createObjectURL(new Blob([checkpointWorkerSource()], { type: 'text/javascript' }));
+
 /**
- * Starts the Worker for the database `client` has open and, once it runs, turns the client's own
- * automatic checkpoint off. `onFailure` is told (once) if the Worker cannot start or stops working.
+ * Starts the Worker for the database `client` has open; once it runs, the client's own automatic
+ * checkpoint is off. `holdWrites` stops new write transactions until the function it returns is
+ * called. `onFailure` is told (once) if the Worker cannot start or stops working.
  */
-export async function checkpointInBackground(
+export function checkpointInBackground(
   client: Database,
-  { onFailure, path = client.filename }: { onFailure: (message: string) => void; path?: string },
-): Promise<Checkpoints> {
+  {
+    holdWrites,
+    onFailure,
+    path = client.filename,
+  }: { holdWrites: () => () => void; onFailure: (message: string) => void; path?: string },
+): Checkpoints {
   const worker = new Worker(WORKER_URL);
   worker.unref();
   let running = false;
   let stopping = false;
   let stopped: (() => void) | undefined;
-  let started: ((ok: boolean) => void) | undefined;
+  let reportStart: (ok: boolean) => void = () => {};
+  const started = new Promise<boolean>((resolve) => {
+    reportStart = resolve;
+  });
+  let releaseWrites: (() => void) | undefined;
+  let holdTimeout: ReturnType<typeof setTimeout> | undefined;
+  const freeWrites = () => {
+    clearTimeout(holdTimeout);
+    releaseWrites?.();
+    releaseWrites = undefined;
+  };
 
-  const fail = (message: string) => {
-    if (stopping) return;
+  const end = () => {
     stopping = true;
+    freeWrites();
     if (running) client.run(`PRAGMA wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
     running = false;
     worker.terminate();
-    started?.(false);
+    reportStart(false); // if it had not started yet
+  };
+  const fail = (message: string) => {
+    if (stopping) return;
+    end();
     onFailure(message);
   };
+
   worker.onmessage = ({ data }: MessageEvent<CheckpointerReply>) => {
-    if (data.type === 'started') started?.(true);
-    else if (data.type === 'stopped') stopped?.();
-    else fail(data.message);
+    switch (data.type) {
+      case 'started':
+        client.run('PRAGMA wal_autocheckpoint = 0');
+        running = true;
+        reportStart(true);
+        return;
+      case 'hold-writes':
+        // Between two turns of the event loop no write transaction is open: held, they stay closed.
+        releaseWrites = holdWrites();
+        holdTimeout = setTimeout(freeWrites, WORKER_TIMEOUT_MS);
+        worker.postMessage({ type: 'writes-held' } satisfies CheckpointerMessage);
+        return;
+      case 'writes-free':
+        freeWrites();
+        return;
+      case 'stopped':
+        stopped?.();
+        return;
+      case 'failed':
+        fail(data.message);
+    }
   };
   worker.onerror = (event) => fail(event.message);
   worker.addEventListener('close', () => fail('the checkpoint thread ended'));
-
-  // A timer, not the Worker, keeps the process alive meanwhile (the Worker is unref'd).
-  const timeout = setTimeout(() => fail('the checkpoint thread did not start'), WORKER_TIMEOUT_MS);
-  const ok = await new Promise<boolean>((resolve) => {
-    started = resolve;
-    worker.postMessage({
-      type: 'start',
-      path,
-      intervalMs: CHECKPOINT_INTERVAL_MS,
-    } satisfies CheckpointerMessage);
-  });
-  clearTimeout(timeout);
-  started = undefined;
-  if (ok) {
-    client.run('PRAGMA wal_autocheckpoint = 0');
-    running = true;
-  }
+  worker.postMessage({
+    type: 'start',
+    path,
+    intervalMs: CHECKPOINT_INTERVAL_MS,
+    restartFrames: RESTART_FRAMES,
+  } satisfies CheckpointerMessage);
 
   return {
+    started,
     get inBackground() {
       return running;
     },
@@ -91,9 +133,7 @@ export async function checkpointInBackground(
         worker.postMessage({ type: 'stop' } satisfies CheckpointerMessage);
       });
       clearTimeout(timeout);
-      worker.terminate();
-      if (running) client.run(`PRAGMA wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
-      running = false;
+      end();
     },
   };
 }

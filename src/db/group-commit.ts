@@ -25,6 +25,8 @@ export class GroupCommitWriter {
   private idleWaiters: Array<() => void> = [];
   /** When the current wait for another connection's write lock began. */
   private lockWaitStarted: number | undefined;
+  /** While above 0, no transaction begins: writes queue (the WAL is being restarted). */
+  private holds = 0;
 
   // Prepared once: Database.run() would compile each of these again for every job of every batch.
   private readonly sql: Record<
@@ -68,6 +70,24 @@ export class GroupCommitWriter {
     });
   }
 
+  /**
+   * Begins no transaction until the returned function is called (writes queue meanwhile). Between
+   * two turns of the event loop no transaction is open, so none is open while held.
+   */
+  hold(): () => void {
+    this.holds++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.holds--;
+      if (this.holds === 0 && this.queue.length > 0 && !this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => this.flush());
+      }
+    };
+  }
+
   /** Resolves once every queued write has been committed or rejected. */
   drained(): Promise<void> {
     if (!this.scheduled && this.queue.length === 0) return Promise.resolve();
@@ -76,6 +96,7 @@ export class GroupCommitWriter {
 
   private flush(): void {
     this.scheduled = false;
+    if (this.holds > 0) return; // the release schedules the next flush
     const started = this.observer ? performance.now() : 0;
     try {
       this.sql.begin.run();

@@ -7,7 +7,7 @@ import {
   type KeysChangedListener,
   StoreUnavailableError,
 } from '../apikeys/store';
-import type { Checkpoints } from './checkpoints';
+import { checkpointInBackground } from './checkpoints';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
 import { apiKeys, userKeyCounts } from './schema';
@@ -28,11 +28,17 @@ export function createSqliteApiKeyStore(
   db: Db,
   options: {
     onCommit?: (batch: CommitBatch) => void;
-    /** The WAL checkpoints' Worker, if one runs: stopped before the connection closes. */
-    checkpoints?: Checkpoints;
+    /** Run the WAL checkpoints on a thread of their own (a serving keygate); told if it fails. */
+    backgroundCheckpoints?: { onFailure: (reason: string) => void };
   } = {},
 ): ApiKeyStore {
   const groupCommit = new GroupCommitWriter(db.$client, options.onCommit);
+  const checkpoints =
+    options.backgroundCheckpoints &&
+    checkpointInBackground(db.$client, {
+      holdWrites: () => groupCommit.hold(),
+      onFailure: options.backgroundCheckpoints.onFailure,
+    });
   const writer = {
     write<T>(work: () => T, committed?: (value: T) => void): Promise<T> {
       return groupCommit.write(work, committed).catch(unavailableOr);
@@ -252,7 +258,7 @@ export function createSqliteApiKeyStore(
 
     async close() {
       await groupCommit.drained();
-      await options.checkpoints?.stop();
+      await checkpoints?.stop();
       db.$client.close();
     },
   };

@@ -91,6 +91,27 @@ describe('GroupCommitWriter', () => {
     expect(rows()).toEqual([3]);
   });
 
+  it('begins no transaction while held: writes queue, and commit together once every hold is released', async () => {
+    const { writer, insert, rows } = setup();
+    const releaseFirst = writer.hold();
+    const releaseSecond = writer.hold();
+    const written = [writer.write(insert(1)), writer.write(insert(2))];
+    let settled = false;
+    void Promise.all(written).then(() => {
+      settled = true;
+    });
+    // Several turns of the event loop pass; nothing begins.
+    for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(rows()).toEqual([]);
+    releaseFirst();
+    releaseFirst(); // a second call of the same release changes nothing
+    for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(settled).toBe(false);
+    releaseSecond();
+    await Promise.all(written);
+    expect(rows()).toEqual([1, 2]);
+  });
+
   it('drained() waits for queued writes', async () => {
     const { writer, insert, rows } = setup();
     void writer.write(insert(1));
