@@ -12,8 +12,8 @@ import { checkpointWorkerSource } from './checkpoint-worker.macro' with { type: 
 
 /** How often the Worker copies what the WAL holds into the database file. */
 export const CHECKPOINT_INTERVAL_MS = 50;
-/** WAL frames (pages) after which the WAL is restarted: 16 MiB of 4 KiB pages. */
-export const RESTART_FRAMES = 4096;
+/** WAL frames (pages) after which the WAL is restarted: 64 MiB of 4 KiB pages (bench/RESULTS.md, History). */
+export const RESTART_FRAMES = 16_384;
 /** SQLite's own default, restored when the Worker cannot run. */
 export const AUTOCHECKPOINT_PAGES = 1000;
 /** The longest writes are held for a restart, and stop() waits for the Worker to close its connection. */
@@ -52,7 +52,13 @@ export function checkpointInBackground(
     holdWrites,
     onFailure,
     path = client.filename,
-  }: { holdWrites: () => () => void; onFailure: (message: string) => void; path?: string },
+    restartFrames = RESTART_FRAMES,
+  }: {
+    holdWrites: () => () => void;
+    onFailure: (message: string) => void;
+    path?: string;
+    restartFrames?: number;
+  },
 ): Checkpoints {
   const worker = new Worker(WORKER_URL);
   worker.unref();
@@ -114,7 +120,7 @@ export function checkpointInBackground(
     type: 'start',
     path,
     intervalMs: CHECKPOINT_INTERVAL_MS,
-    restartFrames: RESTART_FRAMES,
+    restartFrames,
   } satisfies CheckpointerMessage);
 
   return {

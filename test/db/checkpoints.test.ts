@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'bun:test';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AUTOCHECKPOINT_PAGES, checkpointInBackground, RESTART_FRAMES } from '../../src/db/checkpoints';
+import { AUTOCHECKPOINT_PAGES, checkpointInBackground } from '../../src/db/checkpoints';
 import { openDatabase } from '../../src/db/open';
 import { openStore } from '../../src/keygate';
 import { reachesDatabaseFile } from '../support/database-file';
@@ -18,6 +18,8 @@ const tempDb = () => join(mkdtempSync(join(scratch, 'db-')), 'keygate.db');
 const autocheckpoint = (client: { query(sql: string): { get(): unknown } }) =>
   (client.query('PRAGMA wal_autocheckpoint').get() as { wal_autocheckpoint: number }).wal_autocheckpoint;
 const noHold = () => () => {};
+/** A small restart threshold, so the test writes a few hundred pages, not 64 MiB. */
+const RESTART_AFTER = 256;
 
 describe('a serving keygate on SQLite', () => {
   it('turns the automatic checkpoint off and checkpoints each commit into the file from its own thread', async () => {
@@ -82,7 +84,7 @@ describe('checkpointInBackground', () => {
     db.$client.close();
   });
 
-  it('holds the writes to restart a WAL of RESTART_FRAMES pages, and releases them after', async () => {
+  it('holds the writes to restart a WAL of restartFrames pages, and releases them after', async () => {
     const path = tempDb();
     const db = openDatabase(path);
     const events: string[] = [];
@@ -99,18 +101,19 @@ describe('checkpointInBackground', () => {
         };
       },
       onFailure: (message) => events.push(`failed: ${message}`),
+      restartFrames: RESTART_AFTER,
     });
     expect(await checkpoints.started).toBe(true);
     const walHeader = () => readFileSync(`${path}-wal`).subarray(0, 32);
     const checkpointSequence = () => walHeader().readUInt32BE(12);
     const before = checkpointSequence();
-    // One transaction of more than RESTART_FRAMES pages: a row of ~4 KiB fills a page.
+    // One transaction of more than RESTART_AFTER pages: a row of ~4 KiB fills a page.
     const client = db.$client;
     client.run('BEGIN');
     const insert = client.prepare(
       'INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at) VALUES (?, ?, 1, 1, ?, 1, 2)',
     );
-    for (let n = 0; n < RESTART_FRAMES + 100; n++) insert.run(id(n), new Uint8Array(32), 'x'.repeat(4000));
+    for (let n = 0; n < RESTART_AFTER + 100; n++) insert.run(id(n), new Uint8Array(32), 'x'.repeat(4000));
     client.run('COMMIT');
     await restarted;
     expect(events).toEqual(['held', 'released']);
