@@ -97,9 +97,9 @@ export async function createKeygate(
     advertiseKeepAlive?: boolean;
   },
 ) {
-  // Counted only when someone can read them: with METRICS_PORT unset nothing is counted (requests
-  // still pass the router hook that records their route template, ~0.5 µs; README, Metrics), and
-  // prom-client is not even loaded (importing it doubled the time to the first /health).
+  // Counted only when someone can read them: with METRICS_PORT unset nothing is counted (no route
+  // carries the hook that records its route template), and prom-client is not even loaded
+  // (importing it doubled the time to the first /health).
   let opened: OpenedStore | undefined;
   const metrics =
     config.metricsPort === undefined
@@ -135,6 +135,7 @@ export async function createKeygate(
     basePath: config.basePath,
     maxExpiresInSeconds: config.maxExpiresInSeconds,
     onVerification: metrics?.verification,
+    recordRouteTemplates: metrics !== undefined,
   });
   // app.fetch rather than app.handle, which only wraps it in one more async function.
   const handle = withHttpEdge((request) => app.fetch(request), logger, {
