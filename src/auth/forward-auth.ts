@@ -19,7 +19,7 @@ export function forwardAuthRoutes(verifier: Verifier, onVerdict?: OnVerdict) {
     if (!verdict.valid) throw new HttpError(403, refusal(verdict));
     return new Response(JSON.stringify({ result: 'success', principal: verdict.principal }), {
       status: 200,
-      headers: { 'content-type': 'application/json', ...identityHeaders(verdict.principal) },
+      headers: allowHeaders(verdict.principal),
     });
   };
   const options = {
@@ -125,13 +125,16 @@ function refusal(verdict: Verdict): string {
   }
 }
 
-function identityHeaders(principal: Principal): Record<string, string> {
-  return {
+/** The allow answer's headers, in this order (no object spread on the hot path). */
+function allowHeaders(principal: Principal): Record<string, string> {
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
     'cache-control': 'no-store',
     'x-keygate-user-id': String(principal.userId),
     'x-keygate-level': String(principal.level),
     'x-keygate-auth': principal.type,
-    ...(principal.type === 'key' ? { 'x-keygate-key': principal.key } : {}),
-    'x-keygate-expires-at': principal.expiresAt,
   };
+  if (principal.type === 'key') headers['x-keygate-key'] = principal.key;
+  headers['x-keygate-expires-at'] = principal.expiresAt;
+  return headers;
 }
