@@ -8,6 +8,11 @@ export type Logger = {
   info(msg: string, fields?: Record<string, unknown>): void;
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
+  /**
+   * An info line whose fields come already written as JSON members (one or more: `"a":1,"b":"x"`, each value as
+   * JSON.stringify writes it): the line every request logs, built without an object to copy.
+   */
+  infoJson(msg: string, members: string): void;
   /** Writes whatever is buffered now. */
   flush(): void;
 };
@@ -23,17 +28,32 @@ export function createLogger(level: LogLevel, write: (chunk: string) => void = s
     buffer = '';
     write(chunk);
   };
+  const append = (line: string) => {
+    buffer += line;
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
   const at =
     (lineLevel: Exclude<LogLevel, 'silent'>) =>
     (msg: string, fields?: Record<string, unknown>): void => {
       if (LOG_LEVELS.indexOf(lineLevel) < threshold) return;
-      buffer += `${JSON.stringify({ time: isoTime(), level: lineLevel, msg, ...fields })}\n`;
-      if (!scheduled) {
-        scheduled = true;
-        setImmediate(flush);
-      }
+      append(`${JSON.stringify({ time: isoTime(), level: lineLevel, msg, ...fields })}\n`);
     };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), flush };
+  const infoEnabled = LOG_LEVELS.indexOf('info') >= threshold;
+  return {
+    debug: at('debug'),
+    info: at('info'),
+    warn: at('warn'),
+    error: at('error'),
+    infoJson(msg: string, members: string): void {
+      if (!infoEnabled) return;
+      // The same bytes as JSON.stringify({ time, level, msg, ...fields }): the time is an ISO string.
+      append(`{"time":"${isoTime()}","level":"info","msg":${JSON.stringify(msg)},${members}}\n`);
+    },
+    flush,
+  };
 }
 
 // Under load many lines share a millisecond: the timestamp is formatted once per millisecond.

@@ -18,7 +18,7 @@ export async function serve(
   config: Config,
   { jwtSecret, logger }: { jwtSecret: string | undefined; logger: Logger },
 ): Promise<RunningServer> {
-  const keygate = await createKeygate(config, { jwtSecret, logger });
+  const keygate = await createKeygate(config, { jwtSecret, logger, advertiseKeepAlive: true });
   const { metrics } = keygate;
   let metricsListener: MetricsListener | undefined;
   let server: ReturnType<typeof Bun.serve>;
@@ -73,17 +73,10 @@ export async function serve(
 }
 
 function listen(config: Config, handle: (request: Request) => Promise<Response>) {
-  // Advertised so that clients and proxies close an idle connection before keygate does, rather than
-  // race its close with a new request.
-  const keepAlive = `timeout=${config.idleTimeoutSeconds}`;
-  const advertiseKeepAlive = (response: Response): Response => {
-    if (response.headers.get('connection') !== 'close') response.headers.set('keep-alive', keepAlive);
-    return response;
-  };
   return Bun.serve({
     hostname: config.host,
     port: config.port,
-    fetch: (request) => handle(request).then(advertiseKeepAlive),
+    fetch: handle,
     maxRequestBodySize: TRANSPORT_BODY_LIMIT,
     idleTimeout: config.idleTimeoutSeconds,
     development: false,

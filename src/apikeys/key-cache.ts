@@ -70,13 +70,16 @@ export function createKeyCache({
   };
 
   return {
-    /** The stored row for `id`, or undefined when there is none. */
-    find(id: string): Promise<ApiKeyRow | undefined> {
+    /**
+     * The stored row for `id`, or undefined when there is none: at once from memory, as a promise when
+     * the store is read (the hot path, a hit, allocates no promise).
+     */
+    find(id: string): ApiKeyRow | undefined | Promise<ApiKeyRow | undefined> {
       const entry = known.get(id) ?? unknown.get(id);
       if (entry !== undefined) {
         if (clock() - entry.storedAt < ttlMs) {
           onLookup?.(true);
-          return Promise.resolve(entry.row);
+          return entry.row;
         }
         known.delete(id);
         unknown.delete(id);

@@ -56,13 +56,13 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
      * the expiry check, so an unknown key and a wrong secret take the same time. A `kgs_` secret with
      * a wrong checksum is refused before the lookup: that says nothing about any stored key.
      */
-    async authenticateKey(key: string, secret: string): Promise<KeyAuthentication> {
+    authenticateKey(key: string, secret: string): KeyAuthentication | Promise<KeyAuthentication> {
       if (!isWellFormedSecret(secret)) return NOT_FOUND;
-      const row = KEY_ID_PATTERN.test(key) ? await keys.find(key) : undefined;
-      const matches = secretMatches(secret, row?.secretHash ?? UNKNOWN_KEY_HASH);
-      const expired = (row?.expiresAt ?? 0) <= clock();
-      if (!row || !matches) return NOT_FOUND;
-      return expired ? { status: 'expired', row } : { status: 'valid', row };
+      const row = KEY_ID_PATTERN.test(key) ? keys.find(key) : undefined;
+      // A key cache hit answers at once: no promise on the hot path.
+      return row instanceof Promise
+        ? row.then((found) => authenticationOf(secret, found))
+        : authenticationOf(secret, row);
     },
 
     async createKey(caller: Caller, input: CreateKeyInput): Promise<ApiKeyView> {
@@ -140,6 +140,13 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
       };
     },
   };
+
+  function authenticationOf(secret: string, row: ApiKeyRow | undefined): KeyAuthentication {
+    const matches = secretMatches(secret, row?.secretHash ?? UNKNOWN_KEY_HASH);
+    const expired = (row?.expiresAt ?? 0) <= clock();
+    if (!row || !matches) return NOT_FOUND;
+    return expired ? { status: 'expired', row } : { status: 'valid', row };
+  }
 
   function capReached(): HttpError {
     return new HttpError(409, `You already hold ${maxKeysPerUser} live keys, the most allowed.`);

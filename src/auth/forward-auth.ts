@@ -19,7 +19,7 @@ export function forwardAuthRoutes(verifier: Verifier, onVerdict?: OnVerdict) {
     if (!verdict.valid) throw new HttpError(403, refusal(verdict));
     return new Response(JSON.stringify({ result: 'success', principal: verdict.principal }), {
       status: 200,
-      headers: { 'content-type': 'application/json', ...identityHeaders(verdict.principal) },
+      headers: allowHeaders(verdict.principal),
     });
   };
   const options = {
@@ -53,8 +53,11 @@ export function forwardAuthRoutes(verifier: Verifier, onVerdict?: OnVerdict) {
   );
 }
 
-/** Credentials first (401, 403), then the query (400), then the level (403). */
-async function verdictOf(verifier: Verifier, request: Request, onVerdict?: OnVerdict): Promise<Verdict> {
+/**
+ * Credentials first (401, 403), then the query (400), then the level (403). At once for a key in the
+ * key cache (no promise on the hot path), else a promise.
+ */
+function verdictOf(verifier: Verifier, request: Request, onVerdict?: OnVerdict): Verdict | Promise<Verdict> {
   const bearer = readBearer(request.headers);
   const key = bearer.kind === 'absent' ? readKeyAndSecret(request.headers) : undefined;
   if (bearer.kind === 'absent' && key?.kind === 'absent') {
@@ -68,19 +71,29 @@ async function verdictOf(verifier: Verifier, request: Request, onVerdict?: OnVer
     onVerdict?.(scheme, 'MALFORMED');
     throw new HttpError(403, 'The credential headers are malformed.');
   }
-  let verdict: Verdict;
-  if (bearer.kind === 'bearer') verdict = await verifier.verifyToken(bearer.token, 0, request);
-  else if (key?.kind === 'key') verdict = await verifier.verifyKey(key.key, key.secret, 0);
+  let verdict: Verdict | Promise<Verdict>;
+  if (bearer.kind === 'bearer') verdict = verifier.verifyToken(bearer.token, 0, request);
+  else if (key?.kind === 'key') verdict = verifier.verifyKey(key.key, key.secret, 0);
   else throw new Error('unreachable: a credential is present');
-  if (verdict.valid) {
-    // A malformed query is a 400 before any verdict is given, so it is not counted.
-    const minLevel = minLevelOf(request.url);
-    if (verdict.principal.level < minLevel) {
-      verdict = { valid: false, code: 'INSUFFICIENT_LEVEL', principal: verdict.principal };
-    }
-  }
-  onVerdict?.(scheme, verdict.code);
-  return verdict;
+  return verdict instanceof Promise
+    ? verdict.then((settled) => againstMinLevel(settled, request, scheme, onVerdict))
+    : againstMinLevel(verdict, request, scheme, onVerdict);
+}
+
+/** A valid verdict below the query's minLevel becomes INSUFFICIENT_LEVEL; then it is counted. */
+function againstMinLevel(
+  verdict: Verdict,
+  request: Request,
+  scheme: 'key' | 'jwt',
+  onVerdict?: OnVerdict,
+): Verdict {
+  // A malformed query is a 400 before any verdict is given, so it is not counted.
+  const final: Verdict =
+    verdict.valid && verdict.principal.level < minLevelOf(request.url)
+      ? { valid: false, code: 'INSUFFICIENT_LEVEL', principal: verdict.principal }
+      : verdict;
+  onVerdict?.(scheme, final.code);
+  return final;
 }
 
 /** `minLevel` once, one digit 0..8, and no other query parameter; absent: 0. */
@@ -112,13 +125,16 @@ function refusal(verdict: Verdict): string {
   }
 }
 
-function identityHeaders(principal: Principal): Record<string, string> {
-  return {
+/** The allow answer's headers, in this order (no object spread on the hot path). */
+function allowHeaders(principal: Principal): Record<string, string> {
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
     'cache-control': 'no-store',
     'x-keygate-user-id': String(principal.userId),
     'x-keygate-level': String(principal.level),
     'x-keygate-auth': principal.type,
-    ...(principal.type === 'key' ? { 'x-keygate-key': principal.key } : {}),
-    'x-keygate-expires-at': principal.expiresAt,
   };
+  if (principal.type === 'key') headers['x-keygate-key'] = principal.key;
+  headers['x-keygate-expires-at'] = principal.expiresAt;
+  return headers;
 }

@@ -1,6 +1,6 @@
 // One credential in, one verdict out: the answer shared by POST /apikeys/verify and forward-auth.
 // A key goes through service.authenticateKey (and the key cache), a token through the JwtAuthority.
-import type { ApiKeyService } from '../apikeys/service';
+import type { ApiKeyService, KeyAuthentication } from '../apikeys/service';
 import type { ApiKeyRow } from '../apikeys/store';
 import { noteTokenRefusal } from '../http/edge';
 import type { JwtAuthority, TokenIdentity } from './jwt';
@@ -31,11 +31,12 @@ export function createVerifier({
   service: Pick<ApiKeyService, 'authenticateKey'>;
 }) {
   return {
-    async verifyKey(key: string, secret: string, minLevel: number): Promise<Verdict> {
-      const outcome = await service.authenticateKey(key, secret);
-      if (outcome.status === 'not-found') return { valid: false, code: 'NOT_FOUND' };
-      if (outcome.status === 'expired') return { valid: false, code: 'EXPIRED' };
-      return judged(keyPrincipal(outcome.row), minLevel);
+    /** At once on a key cache hit (no promise on the hot path), else a promise. */
+    verifyKey(key: string, secret: string, minLevel: number): Verdict | Promise<Verdict> {
+      const outcome = service.authenticateKey(key, secret);
+      return outcome instanceof Promise
+        ? outcome.then((settled) => keyVerdict(settled, minLevel))
+        : keyVerdict(outcome, minLevel);
     },
 
     /** `request`, when given, carries the refusal's reason to its log line. */
@@ -48,6 +49,12 @@ export function createVerifier({
       return judged(tokenPrincipal(check.identity), minLevel);
     },
   };
+}
+
+function keyVerdict(outcome: KeyAuthentication, minLevel: number): Verdict {
+  if (outcome.status === 'not-found') return { valid: false, code: 'NOT_FOUND' };
+  if (outcome.status === 'expired') return { valid: false, code: 'EXPIRED' };
+  return judged(keyPrincipal(outcome.row), minLevel);
 }
 
 function judged(principal: Principal, minLevel: number): Verdict {

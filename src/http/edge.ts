@@ -1,5 +1,5 @@
 // The outermost layer of every request: a request id, the body-size guard, the host fix-up, the
-// security headers, one log line (method, path, status, ms; never headers or bodies) and, when metrics
+// security and Keep-Alive headers, one log line (method, path, status, ms; never headers or bodies) and, when metrics
 // are on, one observation by route template.
 import type { TokenRefusal } from '../auth/jwt';
 import type { Logger } from '../log';
@@ -38,6 +38,7 @@ export function withHttpEdge(
     bodyIgnoredUnder = [],
     explainTokenRefusals = false,
     observe,
+    keepAlive,
   }: {
     /** Paths under these prefixes never read the body, so its declared size does not matter. */
     bodyIgnoredUnder?: readonly string[];
@@ -45,6 +46,8 @@ export function withHttpEdge(
     explainTokenRefusals?: boolean;
     /** Metrics: told about each answered request. */
     observe?: RequestObserver;
+    /** The Keep-Alive header every response that keeps its connection advertises (serve). */
+    keepAlive?: string;
   } = {},
 ): (request: Request) => Promise<Response> {
   return async (original) => {
@@ -64,19 +67,27 @@ export function withHttpEdge(
       length > MAX_BODY_BYTES && !ignoresBody(url.slice(pathStart), bodyIgnoredUnder)
         ? errorResponse(413, BODY_TOO_LARGE, CLOSE)
         : await handle(request);
-    response.headers.set('x-request-id', id);
-    response.headers.set('x-content-type-options', 'nosniff');
+    const headers = response.headers;
+    headers.set('x-request-id', id);
+    headers.set('x-content-type-options', 'nosniff');
+    // Advertised so that clients and proxies close an idle connection before keygate does, rather
+    // than race its close with a new request.
+    if (keepAlive !== undefined && headers.get('connection') !== 'close')
+      headers.set('keep-alive', keepAlive);
     const ms = performance.now() - started;
-    observe?.(request.method, routeTemplates.get(request) ?? UNMATCHED_ROUTE, response.status, ms / 1000);
+    const { method } = request;
+    const status = response.status;
+    observe?.(method, routeTemplates.get(request) ?? UNMATCHED_ROUTE, status, ms / 1000);
+    const path = queryStart === -1 ? url.slice(pathStart) : url.slice(pathStart, queryStart);
+    // The line's fields written as JSON directly (as JSON.stringify would, in this order): no object
+    // per request for the logger to copy.
     const tokenRefusal = explainTokenRefusals ? tokenRefusals.get(request) : undefined;
-    logger.info('request', {
-      requestId: id,
-      method: request.method,
-      path: queryStart === -1 ? url.slice(pathStart) : url.slice(pathStart, queryStart),
-      status: response.status,
-      ms: Math.round(ms * 100) / 100,
-      ...(tokenRefusal === undefined ? {} : { tokenRefusal }),
-    });
+    logger.infoJson(
+      'request',
+      `"requestId":${JSON.stringify(id)},"method":${JSON.stringify(method)},"path":${JSON.stringify(path)},` +
+        `"status":${status},"ms":${Math.round(ms * 100) / 100}` +
+        (tokenRefusal === undefined ? '' : `,"tokenRefusal":${JSON.stringify(tokenRefusal)}`),
+    );
     return response;
   };
 }

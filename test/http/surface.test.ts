@@ -146,6 +146,34 @@ describe('request logs', () => {
       expect(all).not.toContain(credential);
     }
   });
+
+  it('write the request line as JSON.stringify would, fields in order, at info and at debug', async () => {
+    for (const level of ['info', 'debug'] as const) {
+      const lines: string[] = [];
+      const logger = createLogger(level, (chunk) => lines.push(...chunk.trimEnd().split('\n')));
+      const config = loadConfig({ DATABASE_URL: ':memory:', JWT_SECRET, LOG_LEVEL: level });
+      const keygate = await createKeygate(config, { jwtSecret: JWT_SECRET, logger });
+      await keygate.handle(new Request('http://localhost/n%C3%B6pe/%22quoted%22?q="x"'));
+      await keygate.handle(
+        new Request('http://localhost/apikeys/verify', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-request-id': 'given.id-1' },
+          body: JSON.stringify({ token: 'not.a.token' }),
+        }),
+      );
+      logger.flush();
+      await keygate.close();
+      const requests = lines.map((line) => JSON.parse(line)).filter((line) => line.msg === 'request');
+      const fields = ['time', 'level', 'msg', 'requestId', 'method', 'path', 'status', 'ms'];
+      expect(requests.map((line) => Object.keys(line))).toEqual([
+        fields,
+        level === 'debug' ? [...fields, 'tokenRefusal'] : fields,
+      ]);
+      expect(requests[0]).toMatchObject({ path: '/n%C3%B6pe/%22quoted%22', status: 404 });
+      expect(requests[1]).toMatchObject({ requestId: 'given.id-1', path: '/apikeys/verify', status: 200 });
+      for (const line of lines) expect(line).toBe(JSON.stringify(JSON.parse(line)));
+    }
+  });
 });
 
 describe('unexpected errors', () => {
