@@ -9,8 +9,8 @@ export type Logger = {
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
   /**
-   * An info line whose fields come already written as JSON members (one or more: `"a":1,"b":"x"`, each value as
-   * JSON.stringify writes it): the line every request logs, built without an object to copy.
+   * An info line whose fields come already written as JSON members (one or more: `"a":1,"b":"x"`,
+   * each value as JSON.stringify writes it): the line every request logs, built without an object to copy.
    */
   infoJson(msg: string, members: string): void;
   /** Writes whatever is buffered now. */

@@ -1,6 +1,6 @@
 // The outermost layer of every request: a request id, the body-size guard, the host fix-up, the
-// security and Keep-Alive headers, one log line (method, path, status, ms; never headers or bodies) and, when metrics
-// are on, one observation by route template.
+// security and Keep-Alive headers, one log line (method, path, status, ms; never headers or bodies)
+// and, when metrics are on, one observation by route template.
 import type { TokenRefusal } from '../auth/jwt';
 import type { Logger } from '../log';
 import { BODY_TOO_LARGE, CLOSE, MAX_BODY_BYTES } from './body';
