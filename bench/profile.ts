@@ -1,6 +1,7 @@
 // Profiles one load case: keygate from source under `bun --cpu-prof` on CPU 0, wrk on CPU 1, then a
 // summary of where the CPU went (self and inclusive time per function). Run it under the load lock:
 //   flock /tmp/keygate-load.lock bun bench/profile.ts [create-jwt|create-key|auth-fail|delete-jwt|delete-key|verify-key|forward-auth] [seconds]
+// KEY_CACHE_SECONDS (default 10, keygate's) is passed through: 3600 keeps the cache's refresh out of a verify profile.
 
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -106,6 +107,7 @@ async function main(): Promise<void> {
         DATABASE_URL: db,
         JWT_SECRET: secret,
         LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+        KEY_CACHE_SECONDS: process.env.KEY_CACHE_SECONDS ?? '10',
       },
       stdout: Bun.file(join(dir, 'server.log')),
       stderr: 'inherit',
