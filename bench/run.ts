@@ -262,8 +262,8 @@ const PEER = join(BENCH, 'peer');
 
 /**
  * A yardstick from source (`bun <script> <port> ...args`), pinned like keygate; resolves once it
- * answers. The durable floor (its database under the scratch dir), the verify floor (the keys of a
- * database file) and the peer (better-auth, which migrates and adds its 1000 users first).
+ * answers. The durable floor (its database under the scratch dir), the verify floor, with or without
+ * the contract's duties (the keys of a database file) and the peer (better-auth, which migrates and adds its 1000 users first).
  */
 async function startYardstick(
   server: Exclude<Server, 'keygate'>,
@@ -273,6 +273,7 @@ async function startYardstick(
   const [script, args, waitMs] = {
     floor: [join(BENCH, 'durable-floor.ts'), ['full'], 10_000],
     'verify-floor': [join(BENCH, 'verify-floor.ts'), [dbPath], 10_000],
+    'duties-floor': [join(BENCH, 'verify-floor.ts'), [dbPath, 'duties'], 10_000],
     peer: [join(PEER, 'server.ts'), [dbPath], 30_000],
   }[server] as [string, string[], number];
   const port = freePort();
@@ -563,6 +564,8 @@ type CaseName =
   | 'durable floor'
   | 'verify floor'
   | 'forward-auth floor'
+  | 'verify floor + duties'
+  | 'forward-auth floor + duties'
   | 'create via key'
   | 'delete via JWT'
   | 'delete via key'
@@ -581,7 +584,7 @@ type CaseName =
 type Ceiling = 'GET' | 'POST';
 
 /** What answers a case: keygate itself, or the yardsticks it is compared with. */
-type Server = 'keygate' | 'floor' | 'verify-floor' | 'peer';
+type Server = 'keygate' | 'floor' | 'verify-floor' | 'duties-floor' | 'peer';
 
 type Case = {
   name: CaseName;
@@ -712,6 +715,21 @@ function cases(fixtures: Fixtures): Case[] {
       load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.verifyBasicFile] }),
     },
     {
+      // The same floors doing what the contract asks of every answer as well (request id, headers,
+      // log line, strict UTF-8): the least keygate's verify and forward-auth could cost.
+      name: 'verify floor + duties',
+      expect: 200,
+      server: 'duties-floor',
+      load: () => ({ script: 'post-body.lua', args: ['/apikeys/verify', fixtures.verifyKeyFile] }),
+    },
+    {
+      name: 'forward-auth floor + duties',
+      expect: 200,
+      server: 'duties-floor',
+      ceiling: 'GET',
+      load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.verifyBasicFile] }),
+    },
+    {
       name: 'peer create (better-auth)',
       expect: 201,
       server: 'peer',
@@ -746,7 +764,9 @@ async function runCase(
   const server = benchCase.server ?? 'keygate';
   if (server === 'keygate') copyFileSync(fixtures.templates[db] as string, dbPath);
   // The verify floor loads the keys of the empty template (the callers and the verify keys).
-  if (server === 'verify-floor') copyFileSync(fixtures.templates.empty as string, dbPath);
+  if (server === 'verify-floor' || server === 'duties-floor') {
+    copyFileSync(fixtures.templates.empty as string, dbPath);
+  }
   benchCase.seed?.(dbPath);
   const warm = benchCase.load(dbPath, options.warmup, `${label}-warm`, rateHint);
   const measured = benchCase.load(dbPath, options.duration, label, rateHint);
@@ -1348,6 +1368,8 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
       'durable floor',
       'verify floor',
       'forward-auth floor',
+      'verify floor + duties',
+      'forward-auth floor + duties',
       'peer create (better-auth)',
       'peer verify (better-auth)',
     ];
@@ -1383,8 +1405,18 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
     ['forward-auth (key) ÷ ceiling GET, same conditions', toCeiling('forward-auth (key)'), '≥ 0.7'],
     ['  context: verify (key) ÷ verify floor', overFloor('verify (key)', 'verify floor'), ''],
     [
+      "  context: verify (key) ÷ verify floor with the contract's duties",
+      overFloor('verify (key)', 'verify floor + duties'),
+      '',
+    ],
+    [
       '  context: forward-auth (key) ÷ forward-auth floor',
       overFloor('forward-auth (key)', 'forward-auth floor'),
+      '',
+    ],
+    [
+      "  context: forward-auth (key) ÷ forward-auth floor with the contract's duties",
+      overFloor('forward-auth (key)', 'forward-auth floor + duties'),
       '',
     ],
     ['create via JWT ÷ durable floor (same run)', floor(), '≥ 0.9'],
