@@ -1,30 +1,58 @@
-// CPU µs per request of one server under wrk: the server process's utime + stime (from /proc) over
-// the requests wrk completed, server pinned to CPU 0 and wrk (-t1 -c64) to CPU 1, after a 2 s warm-up.
-// On a busy shared host req/s swings by tens of percent; the CPU a request costs moves far less, so
-// this is how the verify path's steps are compared (bench/RESULTS.md). Run it under the load lock,
-// a few rounds interleaved with whatever it is compared to, and read medians:
-//   flock /tmp/keygate-load.lock bun bench/cpu-per-request.ts <case> [seconds] [keygate]
-// case: verify | forward-auth (keygate, 10,000 seeded keys in rotation, as bench/run.ts),
-//       verify-floor | forward-auth-floor (bench/verify-floor.ts on the same keys),
-//       ceiling-post | ceiling-get (bench/ceiling.ts). keygate: a binary (default dist/keygate) or
-//       `src` (src/cli.ts from source). Prints one line: case, requests, req/s, µs CPU per request.
+// CPU µs per request of servers under the same load, measured interleaved: every server is up at once
+// on CPU 0, and wrk (-t1 -c64, CPU 1) drives each in turn for a short window, round after round. On a
+// busy shared host req/s swings by tens of percent within minutes; a server's CPU per request (utime
+// + stime from /proc over the requests wrk completed) moves far less, and drift hits every server of a
+// round alike, so the figures are medians of rounds and medians of per-round ratios to the first
+// server. Run it under the load lock:
+//   flock /tmp/keygate-load.lock bun bench/cpu-per-request.ts <verify|forward-auth> [--rounds 10]
+//     [--seconds 1] <server> <server> ...
+// server: [name=]what[,VAR=value...], what being
+//   ceiling       bench/ceiling.ts (its POST for verify, its GET /health for forward-auth)
+//   floor         bench/verify-floor.ts on the same keys; floor+duties: with the contract's duties
+//   a directory   a keygate checkout, from source (its src/cli.ts serve)
+//   a file        a keygate binary (`serve`)
+// and VAR=value settings for that server (e.g. KEY_CACHE_SECONDS=3600: no round falls on the key
+// cache's refresh of the 10,000 keys in rotation). Example, a change against main:
+//   git worktree add /tmp/before main
+//   flock /tmp/keygate-load.lock bun bench/cpu-per-request.ts verify before=/tmp/before after=. ceiling floor
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import type { Subprocess } from 'bun';
 import { seedKeys } from './seed';
 
-const CASES = ['verify', 'forward-auth', 'verify-floor', 'forward-auth-floor', 'ceiling-post', 'ceiling-get'];
-const [kind = '', seconds = '5', keygate = 'dist/keygate'] = process.argv.slice(2);
-if (!CASES.includes(kind))
-  throw new Error(`usage: cpu-per-request.ts <${CASES.join('|')}> [seconds] [keygate]`);
+const KINDS = ['verify', 'forward-auth'] as const;
+type Kind = (typeof KINDS)[number];
+const USAGE =
+  'usage: cpu-per-request.ts <verify|forward-auth> [--rounds N] [--seconds S] [name=]server[,VAR=value...] ...';
 
-const root = join(import.meta.dir, '..');
+const args = process.argv.slice(2);
+const kind = args.shift() as Kind;
+let rounds = 10;
+let seconds = 1;
+const specs: string[] = [];
+while (args.length > 0) {
+  const arg = args.shift() as string;
+  if (arg === '--rounds') rounds = Number(args.shift());
+  else if (arg === '--seconds') seconds = Number(args.shift());
+  else specs.push(arg);
+}
+if (!KINDS.includes(kind) || specs.length === 0 || !(rounds >= 1) || !(seconds >= 1)) throw new Error(USAGE);
+
 const dir = mkdtempSync(join(tmpdir(), 'keygate-cpu-'));
-const db = join(dir, 'keygate.db');
+const template = join(dir, 'keys.db');
 const bodies: string[] = [];
 const basics: string[] = [];
-seedKeys(db, [
+seedKeys(template, [
   {
     count: 10_000,
     userOf: (i) => (i % 1000) + 1,
@@ -42,70 +70,121 @@ const basicFile = join(dir, 'basics.txt');
 writeFileSync(bodyFile, `${bodies.join('\n')}\n`);
 writeFileSync(basicFile, `${basics.join('\n')}\n`);
 
-const port = 4000 + (process.pid % 500);
-const url = `http://127.0.0.1:${port}`;
-const command = kind.startsWith('ceiling')
-  ? ['bun', join(import.meta.dir, 'ceiling.ts')]
-  : kind.endsWith('floor')
-    ? ['bun', join(import.meta.dir, 'verify-floor.ts'), String(port), db]
-    : keygate === 'src'
-      ? ['bun', join(root, 'src', 'cli.ts'), 'serve']
-      : [keygate, 'serve'];
-const server = Bun.spawn(['taskset', '-c', '0', ...command], {
-  env: {
-    PATH: process.env.PATH ?? '/usr/bin:/bin',
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    DATABASE_URL: db,
-    JWT_SECRET: randomBytes(40).toString('base64url'),
-    LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
-  },
-  stdout: Bun.file(join(dir, 'server.log')),
-  stderr: 'inherit',
-});
+type Server = { name: string; child: Subprocess; url: string; load: string[]; cpu: number[]; rps: number[] };
 
 const lua = (name: string) => join(import.meta.dir, 'lua', name);
-const load = {
-  verify: [lua('post-body.lua'), url, '--', '/apikeys/verify', bodyFile],
-  'verify-floor': [lua('post-body.lua'), url, '--', '/apikeys/verify', bodyFile],
-  'forward-auth': [lua('authorized-get.lua'), url, '--', '/forward-auth', basicFile],
-  'forward-auth-floor': [lua('authorized-get.lua'), url, '--', '/forward-auth', basicFile],
-  'ceiling-post': [lua('create.lua'), url, '--', '/apikeys/jwt', basicFile],
-  'ceiling-get': [lua('get.lua'), `${url}/health`],
-}[kind] as string[];
-const wrk = (secs: string) =>
-  Bun.spawnSync(['taskset', '-c', '1', 'wrk', '-t1', '-c64', `-d${secs}s`, '-s', ...load]).stdout.toString();
+const servers: Server[] = specs.map((spec, index) => {
+  const [head = '', ...settings] = spec.split(',');
+  const equals = head.indexOf('=');
+  const what = equals === -1 ? head : head.slice(equals + 1);
+  const name = equals === -1 ? what : head.slice(0, equals);
+  const port = 4600 + (process.pid % 300) + index;
+  const db = join(dir, `${index}.db`);
+  copyFileSync(template, db);
+  const url = `http://127.0.0.1:${port}`;
+  const child = Bun.spawn(['taskset', '-c', '0', ...commandOf(what, port, db)], {
+    env: {
+      PATH: process.env.PATH ?? '/usr/bin:/bin',
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      DATABASE_URL: db,
+      JWT_SECRET: randomBytes(40).toString('base64url'),
+      ...Object.fromEntries(settings.map((setting) => setting.split('=', 2))),
+    },
+    stdout: Bun.file(join(dir, `${index}.log`)),
+    stderr: 'inherit',
+  });
+  return { name, child, url, load: loadOf(what, url), cpu: [], rps: [] };
+});
 
-/** utime + stime of the server so far, in µs (/proc/<pid>/stat fields 14 and 15, in 10 ms ticks). */
-const cpuUs = () => {
-  const fields = readFileSync(`/proc/${server.pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+function commandOf(what: string, port: number, db: string): string[] {
+  if (what === 'ceiling') return ['bun', join(import.meta.dir, 'ceiling.ts')];
+  const floor = join(import.meta.dir, 'verify-floor.ts');
+  if (what === 'floor') return ['bun', floor, String(port), db];
+  if (what === 'floor+duties') return ['bun', floor, String(port), db, 'duties'];
+  if (existsSync(what) && statSync(what).isDirectory())
+    return ['bun', join(resolve(what), 'src', 'cli.ts'), 'serve'];
+  if (existsSync(what)) return [resolve(what), 'serve'];
+  throw new Error(`no such server: ${what}\n${USAGE}`);
+}
+
+function loadOf(what: string, url: string): string[] {
+  if (what === 'ceiling') {
+    return kind === 'verify'
+      ? [lua('create.lua'), url, '--', '/apikeys/jwt', basicFile]
+      : [lua('get.lua'), `${url}/health`];
+  }
+  return kind === 'verify'
+    ? [lua('post-body.lua'), url, '--', '/apikeys/verify', bodyFile]
+    : [lua('authorized-get.lua'), url, '--', '/forward-auth', basicFile];
+}
+
+/** One wrk run against the server; its figures. */
+function drive(server: Server, secs: number): { requests: number; durationUs: number; non2xx: number } {
+  const out = Bun.spawnSync([
+    'taskset',
+    '-c',
+    '1',
+    'wrk',
+    '-t1',
+    '-c64',
+    `-d${secs}s`,
+    '-s',
+    ...server.load,
+  ]).stdout.toString();
+  const line = out.split('\n').find((l) => l.startsWith('BENCH_JSON '));
+  if (line === undefined) throw new Error(`wrk gave no figures for ${server.name}:\n${out}`);
+  const run = JSON.parse(line.slice('BENCH_JSON '.length));
+  return { requests: run.requests, durationUs: run.duration_us, non2xx: run.non2xx };
+}
+
+/** utime + stime of the process so far, in µs (/proc/<pid>/stat fields 14 and 15, in 10 ms ticks). */
+function cpuUs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
   return (Number(fields[11]) + Number(fields[12])) * 10_000;
-};
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
 try {
+  for (const server of servers) await waitForAnswer(server.url);
+  for (const server of servers) drive(server, 2); // warm-up
+  for (let round = 0; round < rounds; round++) {
+    for (const server of servers) {
+      const before = cpuUs(server.child.pid);
+      const run = drive(server, seconds);
+      const used = cpuUs(server.child.pid) - before;
+      if (run.non2xx > 0) console.log(`${server.name}: ${run.non2xx} answers were not 2xx`);
+      server.cpu.push(used / run.requests);
+      server.rps.push(run.requests / (run.durationUs / 1e6));
+    }
+  }
+  const [first] = servers as [Server];
+  for (const server of servers) {
+    const ratios =
+      server === first
+        ? ''
+        : `  ÷ ${first.name}: req/s ×${median(server.rps.map((rps, i) => rps / (first.rps[i] as number))).toFixed(3)}, ` +
+          `CPU ×${median(server.cpu.map((cpu, i) => cpu / (first.cpu[i] as number))).toFixed(3)}`;
+    console.log(
+      `${server.name}: ${median(server.cpu).toFixed(2)} µs CPU/request, ${Math.round(median(server.rps))} req/s` +
+        ` (medians of ${rounds} rounds)${ratios}`,
+    );
+  }
+} finally {
+  for (const server of servers) server.child.kill('SIGTERM');
+  for (const server of servers) await server.child.exited;
+  rmSync(dir, { recursive: true, force: true });
+}
+
+async function waitForAnswer(url: string): Promise<void> {
   for (let i = 0; i < 1000; i++) {
-    if (
-      await fetch(`${url}/health`).then(
-        (r) => r.ok,
-        () => false,
-      )
-    )
-      break;
+    const answered = await fetch(`${url}/health`).then(
+      (response) => response.status < 500,
+      () => false,
+    );
+    if (answered) return;
     await Bun.sleep(10);
   }
-  wrk('2');
-  const before = cpuUs();
-  const out = wrk(seconds);
-  const used = cpuUs() - before;
-  const line = out.split('\n').find((l) => l.startsWith('BENCH_JSON '));
-  if (line === undefined) throw new Error(`wrk gave no figures:\n${out}`);
-  const run = JSON.parse(line.slice('BENCH_JSON '.length));
-  console.log(
-    `${kind}: ${run.requests} req, ${Math.round(run.requests / (run.duration_us / 1e6))} req/s, ` +
-      `${(used / run.requests).toFixed(2)} µs CPU/request, non-2xx ${run.non2xx}`,
-  );
-} finally {
-  server.kill('SIGTERM');
-  await server.exited;
-  rmSync(dir, { recursive: true, force: true });
+  throw new Error(`${url} did not answer within 10 s`);
 }
