@@ -8,7 +8,7 @@
 //     [--seconds 1] <server> <server> ...
 // server: [name=]what[,VAR=value...], what being
 //   ceiling       bench/ceiling.ts (its POST for verify, its GET /health for forward-auth)
-//   floor         bench/verify-floor.ts on the same keys; floor+duties: with the contract's duties
+//   floor         bench/verify-floor.ts on the same keys; floor+duties: with keygate's duties
 //   a directory   a keygate checkout, from source (its src/cli.ts serve)
 //   a file        a keygate binary (`serve`)
 // and VAR=value settings for that server (e.g. KEY_CACHE_SECONDS=3600: no round falls on the key

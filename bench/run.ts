@@ -262,8 +262,9 @@ const PEER = join(BENCH, 'peer');
 
 /**
  * A yardstick from source (`bun <script> <port> ...args`), pinned like keygate; resolves once it
- * answers. The durable floor (its database under the scratch dir), the verify floor, with or without
- * the contract's duties (the keys of a database file) and the peer (better-auth, which migrates and adds its 1000 users first).
+ * answers. The durable floor (its database under the scratch dir), the verify floor with or without
+ * keygate's per-answer duties (the keys of a database file) and the peer (better-auth, which migrates
+ * and adds its 1000 users first).
  */
 async function startYardstick(
   server: Exclude<Server, 'keygate'>,
@@ -715,8 +716,8 @@ function cases(fixtures: Fixtures): Case[] {
       load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.verifyBasicFile] }),
     },
     {
-      // The same floors doing what the contract asks of every answer as well (request id, headers,
-      // log line, strict UTF-8): the least keygate's verify and forward-auth could cost.
+      // The same floors doing what keygate owes every answer as well (request id, headers, the log
+      // line, strict UTF-8): the least keygate's verify and forward-auth could cost.
       name: 'verify floor + duties',
       expect: 200,
       server: 'duties-floor',
@@ -1405,7 +1406,7 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
     ['forward-auth (key) ÷ ceiling GET, same conditions', toCeiling('forward-auth (key)'), '≥ 0.7'],
     ['  context: verify (key) ÷ verify floor', overFloor('verify (key)', 'verify floor'), ''],
     [
-      "  context: verify (key) ÷ verify floor with the contract's duties",
+      "  context: verify (key) ÷ verify floor with keygate's duties",
       overFloor('verify (key)', 'verify floor + duties'),
       '',
     ],
@@ -1415,7 +1416,7 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
       '',
     ],
     [
-      "  context: forward-auth (key) ÷ forward-auth floor with the contract's duties",
+      "  context: forward-auth (key) ÷ forward-auth floor with keygate's duties",
       overFloor('forward-auth (key)', 'forward-auth floor + duties'),
       '',
     ],

@@ -3,10 +3,11 @@
 // (no cache expiry, no store, no request id, no log line, no security headers): parse and check the
 // body, find the key, hash the secret, compare in constant time, check the expiry, answer. keygate's
 // verify ÷ this floor is what keygate's own layers cost; this floor ÷ the ceiling is what the work costs.
-// With `duties`, the floor also does what the contract asks of every answer (§6, §8): a request id
-// (the client's or a UUID) in X-Request-Id, X-Content-Type-Options and Keep-Alive, Cache-Control
-// no-store, the JSON log line of the request, and a verify body read as bytes and decoded as strict
-// UTF-8 after a Content-Type check. That is the least a verify under the contract can do here.
+// With `duties`, the floor also does what keygate owes every answer: the request's JSON log line with
+// its request id (the contract, §6; the client's id or a UUID), Cache-Control: no-store (§7, §8),
+// the headers the README promises (X-Request-Id, X-Content-Type-Options, Keep-Alive), and a verify
+// body read as bytes, its Content-Type checked and decoded as strict UTF-8. That is the least a
+// verify or forward-auth answer can cost here while keeping those promises.
 //   taskset -c 0 bun bench/verify-floor.ts <port> <keygate database file> [duties]
 import { Database } from 'bun:sqlite';
 import { timingSafeEqual } from 'node:crypto';
@@ -131,9 +132,7 @@ if (duties) {
     });
 }
 app.get('/health', () => {}).listen({ hostname: '127.0.0.1', port });
-console.log(
-  `verify floor${duties ? " with the contract's duties" : ''} (${keys.size} keys) on 127.0.0.1:${port}`,
-);
+console.log(`verify floor${duties ? " with keygate's duties" : ''} (${keys.size} keys) on 127.0.0.1:${port}`);
 
 function basicVerdict(request: Request) {
   const basic = request.headers.get('authorization') ?? '';
