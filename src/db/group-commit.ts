@@ -62,11 +62,7 @@ export class GroupCommitWriter {
         resolve: resolve as (value: unknown) => void,
         reject,
       });
-      if (!this.scheduled) {
-        this.scheduled = true;
-        // setImmediate, not a microtask: requests parsed in this loop turn join the same commit.
-        setImmediate(() => this.flush());
-      }
+      this.scheduleFlush();
     });
   }
 
@@ -81,10 +77,7 @@ export class GroupCommitWriter {
       if (released) return;
       released = true;
       this.holds--;
-      if (this.holds === 0 && this.queue.length > 0 && !this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => this.flush());
-      }
+      if (this.holds === 0 && this.queue.length > 0) this.scheduleFlush();
     };
   }
 
@@ -92,6 +85,13 @@ export class GroupCommitWriter {
   drained(): Promise<void> {
     if (!this.scheduled && this.queue.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private scheduleFlush(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    // setImmediate, not a microtask: requests parsed in this loop turn join the same commit.
+    setImmediate(() => this.flush());
   }
 
   private flush(): void {
