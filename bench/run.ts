@@ -262,7 +262,7 @@ const PEER = join(BENCH, 'peer');
 
 /**
  * A yardstick from source (`bun <script> <port> ...args`), pinned like keygate; resolves once it
- * answers. The durable floor (its database under the scratch dir), the verify floor with or without
+ * answers. The durable floor (its database under the scratch dir, or a copy of keygate's), the verify floor with or without
  * keygate's per-answer duties (the keys of a database file) and the peer (better-auth, which migrates
  * and adds its 1000 users first).
  */
@@ -273,6 +273,7 @@ async function startYardstick(
 ): Promise<Running> {
   const [script, args, waitMs] = {
     floor: [join(BENCH, 'durable-floor.ts'), ['full'], 10_000],
+    'file-floor': [join(BENCH, 'durable-floor.ts'), ['full', dbPath], 10_000],
     'verify-floor': [join(BENCH, 'verify-floor.ts'), [dbPath], 10_000],
     'duties-floor': [join(BENCH, 'verify-floor.ts'), [dbPath, 'duties'], 10_000],
     peer: [join(PEER, 'server.ts'), [dbPath], 30_000],
@@ -563,6 +564,7 @@ async function dropPostgres(url: string): Promise<void> {
 type CaseName =
   | 'create via JWT'
   | 'durable floor'
+  | "durable floor on keygate's file"
   | 'verify floor'
   | 'forward-auth floor'
   | 'verify floor + duties'
@@ -585,11 +587,14 @@ type CaseName =
 type Ceiling = 'GET' | 'POST';
 
 /** What answers a case: keygate itself, or the yardsticks it is compared with. */
-type Server = 'keygate' | 'floor' | 'verify-floor' | 'duties-floor' | 'peer';
+type Server = 'keygate' | 'floor' | 'file-floor' | 'verify-floor' | 'duties-floor' | 'peer';
 
 type Case = {
   name: CaseName;
-  /** Default keygate. The others keep their own database and run once a round, not per database. */
+  /**
+   * Default keygate. The durable floor on keygate's file runs on keygate's SQLite databases too; the
+   * others keep their own database and run once a round, not per database.
+   */
   server?: Server;
   /** Expected status; non-2xx counts are reported as "unexpected" only where 2xx is expected. */
   expect: number;
@@ -641,6 +646,14 @@ function cases(fixtures: Fixtures): Case[] {
       name: 'durable floor',
       expect: 201,
       server: 'floor',
+      load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] }),
+    },
+    {
+      // The same floor inserting keygate's rows into a copy of keygate's database, empty and with 1M
+      // keys: what the file's size alone costs a durable insert.
+      name: "durable floor on keygate's file",
+      expect: 201,
+      server: 'file-floor',
       load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] }),
     },
     {
@@ -751,6 +764,13 @@ function cases(fixtures: Fixtures): Case[] {
 /** The database label of the floor and the peer: they make their own file, not a copy of a template. */
 const OWN_DATABASE = 'own';
 
+/** The databases a case runs on: keygate's all, the floor on keygate's file the SQLite ones. */
+function databasesOf(server: Server, dbs: string[]): string[] {
+  if (server === 'keygate') return dbs;
+  if (server === 'file-floor') return dbs.filter((db) => db !== 'postgres');
+  return [OWN_DATABASE];
+}
+
 /** Starts the case's server on a fresh database, warms it up, measures, stops it; keygate's RSS into `memory`. */
 async function runCase(
   benchCase: Case,
@@ -763,7 +783,7 @@ async function runCase(
   const dbPath = join(scratch, `${label}.db`);
   const log = join(scratch, `${label}.log`);
   const server = benchCase.server ?? 'keygate';
-  if (server === 'keygate') copyFileSync(fixtures.templates[db] as string, dbPath);
+  if (server === 'keygate' || server === 'file-floor') copyFileSync(fixtures.templates[db] as string, dbPath);
   // The verify floor loads the keys of the empty template (the callers and the verify keys).
   if (server === 'verify-floor' || server === 'duties-floor') {
     copyFileSync(fixtures.templates.empty as string, dbPath);
@@ -946,7 +966,7 @@ async function main(): Promise<void> {
     for (const benchCase of allCases) {
       const kind = benchCase.ceiling ?? 'POST';
       const server = benchCase.server ?? 'keygate';
-      for (const db of server === 'keygate' ? dbs : [OWN_DATABASE]) {
+      for (const db of databasesOf(server, dbs)) {
         if (previous?.kind !== kind) previous = { kind, figures: await ceilingRun(kind, options.duration) };
         const label = `r${round}-${benchCase.name.replace(/\W+/g, '-')}-${db}`;
         const figures = await runCase(benchCase, db, label, rateHint, fixtures, memory);
@@ -1367,6 +1387,7 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
     const excluded: CaseName[] = [
       ...FAIRNESS_CASES,
       'durable floor',
+      "durable floor on keygate's file",
       'verify floor',
       'forward-auth floor',
       'verify floor + duties',
@@ -1390,6 +1411,28 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
     };
   };
 
+  const fileFloor: CaseName = "durable floor on keygate's file";
+  /** The durable floor on keygate's file with 1M keys ÷ on the empty one: what the size alone costs. */
+  const floorWithMillion = (): TargetFigure => {
+    if (!bigTable) return needsSeed;
+    const [big, empty] = [sqlite(fileFloor, 'seeded'), sqlite(fileFloor, 'empty')];
+    if (!big || !empty) return notRun(`the ${fileFloor} case`);
+    return {
+      context: `${fixed(big.rps / empty.rps)} (${thousands(big.rps)} ÷ ${thousands(empty.rps)} req/s)`,
+    };
+  };
+  /** The least p99 a durable write had in this run: the durable floors' own, ÷ their ceiling's. */
+  const floorP99 = (): TargetFigure => {
+    const figures = [
+      ['its own file', sqlite('durable floor', OWN_DATABASE)],
+      ["keygate's empty file", sqlite(fileFloor, 'empty')],
+      ["keygate's file with 1M keys", sqlite(fileFloor, 'seeded')],
+    ] as const;
+    const measured = figures.flatMap(([where, m]) => (m ? [`${fixed(m.p99Ratio)} (${where})`] : []));
+    if (measured.length === 0) return notRun('the durable floor cases');
+    return { context: measured.join(', ') };
+  };
+
   /** keygate's case ÷ the floor of the same work on the same framework (what keygate's layers cost). */
   const overFloor = (name: CaseName, floorName: CaseName): TargetFigure => {
     const [ours, floorRun] = [sqlite(name, bigTable ? 'seeded' : 'empty'), sqlite(floorName, OWN_DATABASE)];
@@ -1402,6 +1445,7 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
   const rows: Array<[string, TargetFigure, string]> = [
     ['create by one user holding 100k live keys ÷ by a user holding none', oneUser(), '≥ 0.9'],
     ['create and delete with 1M live keys ÷ empty database', withMillion(), '≥ 0.9'],
+    ["  context: durable floor on keygate's file, 1M live keys ÷ empty", floorWithMillion(), ''],
     ['verify (key) ÷ ceiling POST, 1M live keys, 10k distinct keys', toCeiling('verify (key)'), '≥ 0.7'],
     ['forward-auth (key) ÷ ceiling GET, same conditions', toCeiling('forward-auth (key)'), '≥ 0.7'],
     ['  context: verify (key) ÷ verify floor', overFloor('verify (key)', 'verify floor'), ''],
@@ -1427,6 +1471,7 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
       '≤ 10 ms',
     ],
     ["worst case's p99 ÷ its ceiling p99", worstP99(), '≤ 3'],
+    ["  context: the durable floors' p99 ÷ their ceiling p99", floorP99(), ''],
   ];
   const out: string[] = [];
   out.push('### Targets (issue 10)');
