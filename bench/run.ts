@@ -274,14 +274,16 @@ async function startYardstick(
   const [script, args, waitMs] = {
     floor: [join(BENCH, 'durable-floor.ts'), ['full'], 10_000],
     'file-floor': [join(BENCH, 'durable-floor.ts'), ['full', dbPath], 10_000],
+    'create-duties-floor': [join(BENCH, 'durable-floor.ts'), ['full', dbPath, 'duties'], 10_000],
     'verify-floor': [join(BENCH, 'verify-floor.ts'), [dbPath], 10_000],
     'duties-floor': [join(BENCH, 'verify-floor.ts'), [dbPath, 'duties'], 10_000],
     peer: [join(PEER, 'server.ts'), [dbPath], 30_000],
   }[server] as [string, string[], number];
   const port = freePort();
   const child = start(['taskset', '-c', SERVER_CPU, 'bun', script, String(port), ...args], {
-    // The durable floor makes its database in a fresh directory under the temporary directory.
-    env: { TMPDIR: scratch },
+    // The durable floor makes its database in a fresh directory under the temporary directory; with
+    // keygate's duties it checks the load's tokens.
+    env: { TMPDIR: scratch, JWT_SECRET: jwtSecret },
     stdout: log,
   });
   const url = `http://127.0.0.1:${port}`;
@@ -565,6 +567,7 @@ type CaseName =
   | 'create via JWT'
   | 'durable floor'
   | "durable floor on keygate's file"
+  | 'durable floor + duties'
   | 'verify floor'
   | 'forward-auth floor'
   | 'verify floor + duties'
@@ -587,13 +590,21 @@ type CaseName =
 type Ceiling = 'GET' | 'POST';
 
 /** What answers a case: keygate itself, or the yardsticks it is compared with. */
-type Server = 'keygate' | 'floor' | 'file-floor' | 'verify-floor' | 'duties-floor' | 'peer';
+type Server =
+  | 'keygate'
+  | 'floor'
+  | 'file-floor'
+  | 'create-duties-floor'
+  | 'verify-floor'
+  | 'duties-floor'
+  | 'peer';
 
 type Case = {
   name: CaseName;
   /**
-   * Default keygate. The durable floor on keygate's file runs on keygate's SQLite databases too; the
-   * others keep their own database and run once a round, not per database.
+   * Default keygate. The durable floor on keygate's file runs on keygate's SQLite databases too, the
+   * one with keygate's duties on the empty one; the others keep their own database and run once a
+   * round, not per database.
    */
   server?: Server;
   /** Expected status; non-2xx counts are reported as "unexpected" only where 2xx is expected. */
@@ -654,6 +665,14 @@ function cases(fixtures: Fixtures): Case[] {
       name: "durable floor on keygate's file",
       expect: 201,
       server: 'file-floor',
+      load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] }),
+    },
+    {
+      // And doing what a create owes beside its insert (the token, the key and its hash, the cap's
+      // count, the audit and request lines, the headers): the least keygate's create could cost.
+      name: 'durable floor + duties',
+      expect: 201,
+      server: 'create-duties-floor',
       load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] }),
     },
     {
@@ -764,10 +783,11 @@ function cases(fixtures: Fixtures): Case[] {
 /** The database label of the floor and the peer: they make their own file, not a copy of a template. */
 const OWN_DATABASE = 'own';
 
-/** The databases a case runs on: keygate's all, the floor on keygate's file the SQLite ones. */
+/** The databases a case runs on: keygate's all, the durable floors on keygate's file SQLite ones. */
 function databasesOf(server: Server, dbs: string[]): string[] {
   if (server === 'keygate') return dbs;
   if (server === 'file-floor') return dbs.filter((db) => db !== 'postgres');
+  if (server === 'create-duties-floor') return ['empty'];
   return [OWN_DATABASE];
 }
 
@@ -783,7 +803,9 @@ async function runCase(
   const dbPath = join(scratch, `${label}.db`);
   const log = join(scratch, `${label}.log`);
   const server = benchCase.server ?? 'keygate';
-  if (server === 'keygate' || server === 'file-floor') copyFileSync(fixtures.templates[db] as string, dbPath);
+  if (server === 'keygate' || server === 'file-floor' || server === 'create-duties-floor') {
+    copyFileSync(fixtures.templates[db] as string, dbPath);
+  }
   // The verify floor loads the keys of the empty template (the callers and the verify keys).
   if (server === 'verify-floor' || server === 'duties-floor') {
     copyFileSync(fixtures.templates.empty as string, dbPath);
@@ -1370,6 +1392,17 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
       met: ratio >= 0.9,
     };
   };
+  /** Create via JWT ÷ the durable floor doing a create's duties, and that floor ÷ the bare one. */
+  const overDutiesFloor = (): TargetFigure => {
+    const [create, durable] = [sqlite('create via JWT', 'empty'), sqlite('durable floor', OWN_DATABASE)];
+    const duties = sqlite('durable floor + duties', 'empty');
+    if (!create || !durable || !duties) {
+      return notRun('the create via JWT, durable floor and durable floor + duties cases');
+    }
+    return {
+      context: `${fixed(create.rps / duties.rps)}; the floor with duties itself ÷ the durable floor ${fixed(duties.rps / durable.rps)}`,
+    };
+  };
   const purgeAdded = (): TargetFigure => {
     if (!purge) return notRun('--purge');
     const [during, baseline] = [purge.during, purge.baseline];
@@ -1388,6 +1421,7 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
       ...FAIRNESS_CASES,
       'durable floor',
       "durable floor on keygate's file",
+      'durable floor + duties',
       'verify floor',
       'forward-auth floor',
       'verify floor + duties',
@@ -1465,6 +1499,7 @@ function renderTargets(runs: Run[], purge: PurgeResult | undefined): string[] {
       '',
     ],
     ['create via JWT ÷ durable floor (same run)', floor(), '≥ 0.9'],
+    ["  context: create via JWT ÷ durable floor with keygate's duties", overDutiesFloor(), ''],
     [
       'added max latency while purging 1M expired keys under create load (worst slice max − the same without a purge timer)',
       purgeAdded(),

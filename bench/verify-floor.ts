@@ -3,15 +3,15 @@
 // (no cache expiry, no store, no request id, no log line, no security headers): parse and check the
 // body, find the key, hash the secret, compare in constant time, check the expiry, answer. keygate's
 // verify ÷ this floor is what keygate's own layers cost; this floor ÷ the ceiling is what the work costs.
-// With `duties`, the floor also does what keygate owes every answer: the request's JSON log line with
-// its request id (the contract, §6; the client's id or a UUID), Cache-Control: no-store (§7, §8),
-// the headers the README promises (X-Request-Id, X-Content-Type-Options, Keep-Alive), and a verify
-// body read as bytes, its Content-Type checked and decoded as strict UTF-8. That is the least a
-// verify or forward-auth answer can cost here while keeping those promises.
+// With `duties`, the floor also does what keygate owes every answer (bench/duties.ts: the request
+// line with its request id, Cache-Control, the README's headers) and reads the verify body as
+// keygate does (Content-Type checked, strict UTF-8). That is the least a verify or forward-auth
+// answer can cost here while keeping those promises.
 //   taskset -c 0 bun bench/verify-floor.ts <port> <keygate database file> [duties]
 import { Database } from 'bun:sqlite';
 import { timingSafeEqual } from 'node:crypto';
 import { Elysia, t } from 'elysia';
+import { answered, jsonBody, requestId } from './duties';
 
 const port = Number(process.argv[2] ?? 3902);
 const file = process.argv[3];
@@ -63,11 +63,6 @@ function check(id: string, secret: string) {
   return { valid: true, code: 'VALID', principal } as const;
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
-let logLines = '';
-let flushScheduled = false;
-
 const app = new Elysia({ normalize: false });
 if (duties) {
   app
@@ -76,13 +71,13 @@ if (duties) {
       async ({ request }) => {
         const started = performance.now();
         const id = requestId(request);
-        if (!/^application\/json[ \t]*(;|$)/i.test(request.headers.get('content-type') ?? '')) {
+        const body = (await jsonBody(request)) as { key?: unknown; secret?: unknown } | undefined;
+        if (body === undefined) {
           return answered(request, id, started, 400, {
             result: 'error',
             error: 'The Content-Type must be application/json.',
           });
         }
-        const body = JSON.parse(utf8.decode(await request.bytes()));
         if (typeof body.key !== 'string' || typeof body.secret !== 'string') {
           return answered(request, id, started, 400, {
             result: 'error',
@@ -139,44 +134,4 @@ function basicVerdict(request: Request) {
   const decoded = Buffer.from(basic.slice(6), 'base64').toString();
   const colon = decoded.indexOf(':');
   return check(decoded.slice(0, colon), decoded.slice(colon + 1));
-}
-
-function requestId(request: Request): string {
-  const given = request.headers.get('x-request-id');
-  return given !== null && REQUEST_ID.test(given) ? given : crypto.randomUUID();
-}
-
-/** The answer with the contract's headers, and its log line (buffered, written once per turn). */
-function answered(
-  request: Request,
-  id: string,
-  started: number,
-  status: number,
-  body: unknown,
-  extra: Record<string, string> = {},
-): Response {
-  const response = new Response(JSON.stringify(body), {
-    status,
-    headers: {
-      'content-type': 'application/json',
-      'cache-control': 'no-store',
-      'x-request-id': id,
-      'x-content-type-options': 'nosniff',
-      'keep-alive': 'timeout=5',
-      ...extra,
-    },
-  });
-  const url = request.url;
-  const pathStart = url.indexOf('/', url.indexOf('//') + 2);
-  const ms = performance.now() - started;
-  logLines += `{"time":"${new Date().toISOString()}","level":"info","msg":"request","requestId":"${id}","method":"${request.method}","path":${JSON.stringify(url.slice(pathStart))},"status":${status},"ms":${Math.round(ms * 100) / 100}}\n`;
-  if (!flushScheduled) {
-    flushScheduled = true;
-    setImmediate(() => {
-      flushScheduled = false;
-      process.stdout.write(logLines);
-      logLines = '';
-    });
-  }
-  return response;
 }
