@@ -4,11 +4,12 @@
 // + stime from /proc over the requests wrk completed) moves far less, and drift hits every server of a
 // round alike, so the figures are medians of rounds and medians of per-round ratios to the first
 // server. Run it under the load lock:
-//   flock /tmp/keygate-load.lock bun bench/cpu-per-request.ts <verify|forward-auth> [--rounds 10]
+//   flock /tmp/keygate-load.lock bun bench/cpu-per-request.ts <verify|forward-auth|create> [--rounds 10]
 //     [--seconds 1] <server> <server> ...
 // server: [name=]what[,VAR=value...], what being
-//   ceiling       bench/ceiling.ts (its POST for verify, its GET /health for forward-auth)
-//   floor         bench/verify-floor.ts on the same keys; floor+duties: with keygate's duties
+//   ceiling       bench/ceiling.ts (its POST for verify and create, its GET /health for forward-auth)
+//   floor         bench/verify-floor.ts on the same keys; floor+duties: with keygate's duties (for
+//                 create: bench/durable-floor.ts on a copy of the same keygate file, with or without)
 //   a directory   a keygate checkout, from source (its src/cli.ts serve)
 //   a file        a keygate binary (`serve`)
 // and VAR=value settings for that server (e.g. KEY_CACHE_SECONDS=3600: no round falls on the key
@@ -28,12 +29,14 @@ import {
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
+import { createJwtAuthority } from '../src/auth/jwt';
+import { systemClock } from '../src/clock';
 import { seedKeys } from './seed';
 
-const KINDS = ['verify', 'forward-auth'] as const;
+const KINDS = ['verify', 'forward-auth', 'create'] as const;
 type Kind = (typeof KINDS)[number];
 const USAGE =
-  'usage: cpu-per-request.ts <verify|forward-auth> [--rounds N] [--seconds S] [name=]server[,VAR=value...] ...';
+  'usage: cpu-per-request.ts <verify|forward-auth|create> [--rounds N] [--seconds S] [name=]server[,VAR=value...] ...';
 
 const args = process.argv.slice(2);
 const kind = args.shift() as Kind;
@@ -65,10 +68,19 @@ seedKeys(template, [
     },
   },
 ]);
+// Creates are made by 1000 users with tokens of one secret that every server is given.
+const jwtSecret = randomBytes(40).toString('base64url');
+const jwt = createJwtAuthority({ secret: jwtSecret, clock: systemClock });
+const bearers: string[] = [];
+for (let user = 1; user <= 1000; user++) {
+  bearers.push(`Bearer ${await jwt.sign({ sub: user, level: 8, ttlSeconds: 7200 })}`);
+}
 const bodyFile = join(dir, 'bodies.txt');
 const basicFile = join(dir, 'basics.txt');
+const bearerFile = join(dir, 'bearers.txt');
 writeFileSync(bodyFile, `${bodies.join('\n')}\n`);
 writeFileSync(basicFile, `${basics.join('\n')}\n`);
+writeFileSync(bearerFile, `${bearers.join('\n')}\n`);
 
 type Server = { name: string; child: Subprocess; url: string; load: string[]; cpu: number[]; rps: number[] };
 
@@ -88,7 +100,7 @@ const servers: Server[] = specs.map((spec, index) => {
       HOST: '127.0.0.1',
       PORT: String(port),
       DATABASE_URL: db,
-      JWT_SECRET: randomBytes(40).toString('base64url'),
+      JWT_SECRET: jwtSecret,
       ...Object.fromEntries(settings.map((setting) => setting.split('=', 2))),
     },
     stdout: Bun.file(join(dir, `${index}.log`)),
@@ -99,6 +111,10 @@ const servers: Server[] = specs.map((spec, index) => {
 
 function commandOf(what: string, port: number, db: string): string[] {
   if (what === 'ceiling') return ['bun', join(import.meta.dir, 'ceiling.ts')];
+  if (kind === 'create' && (what === 'floor' || what === 'floor+duties')) {
+    const durable = [join(import.meta.dir, 'durable-floor.ts'), String(port), 'full', db];
+    return ['bun', ...durable, ...(what === 'floor' ? [] : ['duties'])];
+  }
   const floor = join(import.meta.dir, 'verify-floor.ts');
   if (what === 'floor') return ['bun', floor, String(port), db];
   if (what === 'floor+duties') return ['bun', floor, String(port), db, 'duties'];
@@ -109,6 +125,7 @@ function commandOf(what: string, port: number, db: string): string[] {
 }
 
 function loadOf(what: string, url: string): string[] {
+  if (kind === 'create') return [lua('create.lua'), url, '--', '/apikeys/jwt', bearerFile];
   if (what === 'ceiling') {
     return kind === 'verify'
       ? [lua('create.lua'), url, '--', '/apikeys/jwt', basicFile]

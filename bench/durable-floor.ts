@@ -150,6 +150,7 @@ Bun.serve({
   hostname: '127.0.0.1',
   port,
   async fetch(request) {
+    if (request.method === 'GET') return new Response(null, { status: 204 }); // "are you up?"
     if (duties) return create(request);
     const body = (await request.json()) as { name: string };
     const row = rowOf(body.name);
