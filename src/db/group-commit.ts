@@ -151,28 +151,32 @@ export class GroupCommitWriter {
 
   /** Runs the jobs in the transaction BEGIN IMMEDIATE opened, then commits it. */
   private commit(jobs: Job[]): { outcomes: Outcome[]; committed: boolean } {
-    const outcomes: Outcome[] = jobs.map((job) => {
-      // Bun 1.4 closes a connection unanswered when a request is pipelined behind a pending response
-      // (README "Pipelining"); committing its work would leave e.g. a key whose secret nobody saw.
-      if (job.signal?.aborted) return { ok: false, error: new RequestGoneError() };
-      this.sql.savepoint.run();
-      try {
-        const value = job.run();
-        this.sql.release.run();
-        return { ok: true, value };
-      } catch (error) {
-        this.sql.rollbackTo.run();
-        this.sql.release.run();
-        return { ok: false, error };
-      }
-    });
     try {
+      const outcomes = jobs.map((job) => this.runInSavepoint(job));
       this.sql.commit.run();
       return { outcomes, committed: true };
     } catch (error) {
       // Nothing of this batch is on disk: every job fails, including those that ran cleanly.
       if (this.client.inTransaction) this.sql.rollback.run();
       return { outcomes: jobs.map(() => ({ ok: false, error })), committed: false };
+    }
+  }
+
+  private runInSavepoint(job: Job): Outcome {
+    // Bun 1.4 closes a connection unanswered when a request is pipelined behind a pending response
+    // (README "Pipelining"); committing its work would leave e.g. a key whose secret nobody saw.
+    if (job.signal?.aborted) return { ok: false, error: new RequestGoneError() };
+    this.sql.savepoint.run();
+    try {
+      const value = job.run();
+      this.sql.release.run();
+      return { ok: true, value };
+    } catch (error) {
+      // SQLite ended the transaction itself (on SQLITE_FULL, say): the batch fails with this error.
+      if (!this.client.inTransaction) throw error;
+      this.sql.rollbackTo.run();
+      this.sql.release.run();
+      return { ok: false, error };
     }
   }
 }

@@ -76,6 +76,26 @@ describe('GroupCommitWriter', () => {
     expect(rows()).toEqual([1, 3]);
   });
 
+  it('fails every job of a batch whose transaction a job ended, and recovers afterwards', async () => {
+    const { client, writer, insert, rows } = setup();
+    const gone = Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+    const failed = await Promise.allSettled([
+      writer.write(insert(1)),
+      writer.write(() => {
+        client.run('ROLLBACK'); // as SQLite does itself on some errors (SQLITE_FULL, SQLITE_IOERR)
+        throw gone;
+      }),
+    ]);
+    // Both with the job's own error, which the store maps to 503 (not "no such savepoint").
+    expect(failed).toEqual([
+      { status: 'rejected', reason: gone },
+      { status: 'rejected', reason: gone },
+    ]);
+    expect(rows()).toEqual([]);
+    await writer.write(insert(2));
+    expect(rows()).toEqual([2]);
+  });
+
   it('passes a job its return value', async () => {
     const { writer } = setup();
     expect(await writer.write(() => 42)).toBe(42);
