@@ -262,9 +262,9 @@ const PEER = join(BENCH, 'peer');
 
 /**
  * A yardstick from source (`bun <script> <port> ...args`), pinned like keygate; resolves once it
- * answers. The durable floor (its database under the scratch dir, or a copy of keygate's), the verify floor with or without
- * keygate's per-answer duties (the keys of a database file) and the peer (better-auth, which migrates
- * and adds its 1000 users first).
+ * answers. The durable floor (its database under the scratch dir, or a copy of keygate's, with or
+ * without a create's duties), the verify floor with or without keygate's per-answer duties (the keys
+ * of a database file) and the peer (better-auth, which migrates and adds its 1000 users first).
  */
 async function startYardstick(
   server: Exclude<Server, 'keygate'>,
