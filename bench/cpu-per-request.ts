@@ -32,6 +32,7 @@ import type { Subprocess } from 'bun';
 import { createJwtAuthority } from '../src/auth/jwt';
 import { systemClock } from '../src/clock';
 import { seedKeys } from './seed';
+import { wrkOnce } from './wrk';
 
 const KINDS = ['verify', 'forward-auth', 'create'] as const;
 type Kind = (typeof KINDS)[number];
@@ -82,9 +83,10 @@ writeFileSync(bodyFile, `${bodies.join('\n')}\n`);
 writeFileSync(basicFile, `${basics.join('\n')}\n`);
 writeFileSync(bearerFile, `${bearers.join('\n')}\n`);
 
-type Server = { name: string; child: Subprocess; url: string; load: string[]; cpu: number[]; rps: number[] };
+/** What wrk runs against a server: a script of bench/lua, the URL, the script's arguments. */
+type Load = { script: string; url: string; args: string[] };
+type Server = { name: string; child: Subprocess; url: string; load: Load; cpu: number[]; rps: number[] };
 
-const lua = (name: string) => join(import.meta.dir, 'lua', name);
 const servers: Server[] = specs.map((spec, index) => {
   const [head = '', ...settings] = spec.split(',');
   const equals = head.indexOf('=');
@@ -124,36 +126,20 @@ function commandOf(what: string, port: number, db: string): string[] {
   throw new Error(`no such server: ${what}\n${USAGE}`);
 }
 
-function loadOf(what: string, url: string): string[] {
-  if (kind === 'create') return [lua('create.lua'), url, '--', '/apikeys/jwt', bearerFile];
+function loadOf(what: string, url: string): Load {
+  if (kind === 'create') return { script: 'create.lua', url, args: ['/apikeys/jwt', bearerFile] };
   if (what === 'ceiling') {
     return kind === 'verify'
-      ? [lua('create.lua'), url, '--', '/apikeys/jwt', basicFile]
-      : [lua('get.lua'), `${url}/health`];
+      ? { script: 'create.lua', url, args: ['/apikeys/jwt', basicFile] }
+      : { script: 'get.lua', url: `${url}/health`, args: [] };
   }
   return kind === 'verify'
-    ? [lua('post-body.lua'), url, '--', '/apikeys/verify', bodyFile]
-    : [lua('authorized-get.lua'), url, '--', '/forward-auth', basicFile];
+    ? { script: 'post-body.lua', url, args: ['/apikeys/verify', bodyFile] }
+    : { script: 'authorized-get.lua', url, args: ['/forward-auth', basicFile] };
 }
 
 /** One wrk run against the server; its figures. */
-function drive(server: Server, secs: number): { requests: number; durationUs: number; non2xx: number } {
-  const out = Bun.spawnSync([
-    'taskset',
-    '-c',
-    '1',
-    'wrk',
-    '-t1',
-    '-c64',
-    `-d${secs}s`,
-    '-s',
-    ...server.load,
-  ]).stdout.toString();
-  const line = out.split('\n').find((l) => l.startsWith('BENCH_JSON '));
-  if (line === undefined) throw new Error(`wrk gave no figures for ${server.name}:\n${out}`);
-  const run = JSON.parse(line.slice('BENCH_JSON '.length));
-  return { requests: run.requests, durationUs: run.duration_us, non2xx: run.non2xx };
-}
+const drive = ({ load }: Server, secs: number) => wrkOnce(load.url, load.script, load.args, secs);
 
 /** utime + stime of the process so far, in µs (/proc/<pid>/stat fields 14 and 15, in 10 ms ticks). */
 function cpuUs(pid: number): number {

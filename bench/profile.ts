@@ -10,6 +10,7 @@ import type { Subprocess } from 'bun';
 import { createJwtAuthority } from '../src/auth/jwt';
 import { systemClock } from '../src/clock';
 import { seedKeys } from './seed';
+import { wrkOnce } from './wrk';
 
 const USERS = 1000;
 const DAY_MS = 86_400_000;
@@ -122,27 +123,7 @@ async function main(): Promise<void> {
     await Bun.sleep(10);
   }
   const [script, args] = load;
-  const wrk = Bun.spawnSync([
-    'taskset',
-    '-c',
-    '1',
-    'wrk',
-    '-t1',
-    '-c64',
-    `-d${seconds}s`,
-    '-s',
-    join(import.meta.dir, 'lua', script),
-    `http://127.0.0.1:${port}`,
-    '--',
-    ...args,
-  ]);
-  process.stdout.write(
-    wrk.stdout
-      .toString()
-      .split('\n')
-      .find((l) => l.startsWith('BENCH_JSON')) ?? '',
-  );
-  process.stdout.write('\n');
+  process.stdout.write(`${wrkOnce(`http://127.0.0.1:${port}`, script, args, seconds).line}\n`);
   server.kill('SIGTERM');
   await server.exited;
   const file = readdirSync(dir).find((name) => name.endsWith('.cpuprofile'));

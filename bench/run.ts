@@ -803,9 +803,8 @@ async function runCase(
   const dbPath = join(scratch, `${label}.db`);
   const log = join(scratch, `${label}.log`);
   const server = benchCase.server ?? 'keygate';
-  if (server === 'keygate' || server === 'file-floor' || server === 'create-duties-floor') {
-    copyFileSync(fixtures.templates[db] as string, dbPath);
-  }
+  // A case run on one of keygate's databases starts from a copy of its template (databasesOf).
+  if (db !== OWN_DATABASE) copyFileSync(fixtures.templates[db] as string, dbPath);
   // The verify floor loads the keys of the empty template (the callers and the verify keys).
   if (server === 'verify-floor' || server === 'duties-floor') {
     copyFileSync(fixtures.templates.empty as string, dbPath);
