@@ -5,8 +5,9 @@
 // verify ÷ this floor is what keygate's own layers cost; this floor ÷ the ceiling is what the work costs.
 // With `duties`, the floor also does what keygate owes every answer (bench/duties.ts: the request
 // line with its request id, Cache-Control, the README's headers) and reads the verify body as
-// keygate does (Content-Type checked, strict UTF-8). That is the least a verify or forward-auth
-// answer can cost here while keeping those promises.
+// keygate does (Content-Type checked, strict UTF-8), and forward-auth's credential as keygate reads
+// it, its minLevel and its five identity headers (the contract, §8). That is the least a verify or
+// forward-auth answer can cost here while keeping those promises.
 //   taskset -c 0 bun bench/verify-floor.ts <port> <keygate database file> [duties]
 import { Database } from 'bun:sqlite';
 import { timingSafeEqual } from 'node:crypto';
@@ -91,22 +92,29 @@ if (duties) {
     .get('/forward-auth', ({ request }) => {
       const started = performance.now();
       const id = requestId(request);
-      const verdict = basicVerdict(request);
-      if (!verdict.valid) {
+      // And what the contract asks of forward-auth itself (§8): the credential read as §4 reads it (a
+      // Bearer token would go another way; a Basic one must be well-formed base64), minLevel from the
+      // query, and all five identity headers.
+      const verdict = strictBasicVerdict(request);
+      if (!verdict.valid || verdict.principal.level < minLevelOf(request.url)) {
         return answered(request, id, started, 403, {
           result: 'error',
           error: 'The API key or secret is not valid.',
         });
       }
+      const { principal } = verdict;
       return answered(
         request,
         id,
         started,
         200,
-        { result: 'success', principal: verdict.principal },
+        { result: 'success', principal },
         {
-          'x-keygate-user-id': String(verdict.principal.userId),
-          'x-keygate-level': String(verdict.principal.level),
+          'x-keygate-user-id': String(principal.userId),
+          'x-keygate-level': String(principal.level),
+          'x-keygate-auth': principal.type,
+          'x-keygate-key': principal.key,
+          'x-keygate-expires-at': principal.expiresAt,
         },
       );
     });
@@ -128,6 +136,29 @@ if (duties) {
 }
 app.get('/health', () => {}).listen({ hostname: '127.0.0.1', port });
 console.log(`verify floor${duties ? " with keygate's duties" : ''} (${keys.size} keys) on 127.0.0.1:${port}`);
+
+const BASIC = /^Basic[ \t]+([A-Za-z0-9+/]+={0,2})[ \t]*$/i;
+const REFUSED = { valid: false, code: 'NOT_FOUND' } as const;
+
+/** As keygate reads a credential (src/auth/credentials.ts); the bench sends Basic ones only. */
+function strictBasicVerdict(request: Request) {
+  const authorization = request.headers.get('authorization');
+  if (authorization === null || /^bearer(\s|$)/i.test(authorization)) return REFUSED;
+  const encoded = BASIC.exec(authorization)?.[1];
+  if (encoded === undefined || encoded.length % 4 !== 0) return REFUSED;
+  const decoded = Buffer.from(encoded, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon <= 0 || colon === decoded.length - 1) return REFUSED;
+  return check(decoded.slice(0, colon), decoded.slice(colon + 1));
+}
+
+/** The query's minLevel: 0 without a query (the bench sends none); a bad one refuses (keygate: 400). */
+function minLevelOf(url: string): number {
+  const queryStart = url.indexOf('?');
+  if (queryStart === -1) return 0;
+  const value = new URLSearchParams(url.slice(queryStart + 1)).get('minLevel');
+  return value !== null && /^[0-8]$/.test(value) ? Number(value) : 9;
+}
 
 function basicVerdict(request: Request) {
   const basic = request.headers.get('authorization') ?? '';
