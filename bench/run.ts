@@ -646,18 +646,25 @@ function cases(fixtures: Fixtures): Case[] {
       return { script: 'delete.lua', args: [suffix, list, authFile] };
     };
   };
+  // The loads keygate's cases share with the floors measured beside them: the same requests.
+  const createViaJwt = () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] });
+  const verifyKey = () => ({ script: 'post-body.lua', args: ['/apikeys/verify', fixtures.verifyKeyFile] });
+  const forwardAuthKey = () => ({
+    script: 'authorized-get.lua',
+    args: ['/forward-auth', fixtures.verifyBasicFile],
+  });
   return [
     {
       name: 'create via JWT',
       expect: 201,
-      load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] }),
+      load: createViaJwt,
     },
     {
       // The least a durable create can do on this core (bench/durable-floor.ts), under the same load.
       name: 'durable floor',
       expect: 201,
       server: 'floor',
-      load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] }),
+      load: createViaJwt,
     },
     {
       // The same floor inserting keygate's rows into a copy of keygate's database, empty and with 1M
@@ -665,7 +672,7 @@ function cases(fixtures: Fixtures): Case[] {
       name: "durable floor on keygate's file",
       expect: 201,
       server: 'file-floor',
-      load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] }),
+      load: createViaJwt,
     },
     {
       // And doing what a create owes beside its insert (the token, the key and its hash, the cap's
@@ -673,7 +680,7 @@ function cases(fixtures: Fixtures): Case[] {
       name: 'durable floor + duties',
       expect: 201,
       server: 'create-duties-floor',
-      load: () => ({ script: 'create.lua', args: ['/apikeys/jwt', fixtures.bearerFile] }),
+      load: createViaJwt,
     },
     {
       name: 'create via key',
@@ -690,7 +697,7 @@ function cases(fixtures: Fixtures): Case[] {
     {
       name: 'verify (key)',
       expect: 200,
-      load: () => ({ script: 'post-body.lua', args: ['/apikeys/verify', fixtures.verifyKeyFile] }),
+      load: verifyKey,
     },
     {
       name: 'verify (token)',
@@ -731,21 +738,21 @@ function cases(fixtures: Fixtures): Case[] {
       name: 'forward-auth (key)',
       expect: 200,
       ceiling: 'GET',
-      load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.verifyBasicFile] }),
+      load: forwardAuthKey,
     },
     {
       // The least a verify can do on Elysia (bench/verify-floor.ts): same keys, same requests.
       name: 'verify floor',
       expect: 200,
       server: 'verify-floor',
-      load: () => ({ script: 'post-body.lua', args: ['/apikeys/verify', fixtures.verifyKeyFile] }),
+      load: verifyKey,
     },
     {
       name: 'forward-auth floor',
       expect: 200,
       server: 'verify-floor',
       ceiling: 'GET',
-      load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.verifyBasicFile] }),
+      load: forwardAuthKey,
     },
     {
       // The same floors doing what keygate owes every answer as well (request id, headers, the log
@@ -753,14 +760,14 @@ function cases(fixtures: Fixtures): Case[] {
       name: 'verify floor + duties',
       expect: 200,
       server: 'duties-floor',
-      load: () => ({ script: 'post-body.lua', args: ['/apikeys/verify', fixtures.verifyKeyFile] }),
+      load: verifyKey,
     },
     {
       name: 'forward-auth floor + duties',
       expect: 200,
       server: 'duties-floor',
       ceiling: 'GET',
-      load: () => ({ script: 'authorized-get.lua', args: ['/forward-auth', fixtures.verifyBasicFile] }),
+      load: forwardAuthKey,
     },
     {
       name: 'peer create (better-auth)',

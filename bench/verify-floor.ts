@@ -12,6 +12,8 @@
 import { Database } from 'bun:sqlite';
 import { timingSafeEqual } from 'node:crypto';
 import { Elysia, t } from 'elysia';
+import { readBearer, readKeyAndSecret } from '../src/auth/credentials';
+import { minLevelOf } from '../src/auth/forward-auth';
 import { answered, jsonBody, requestId } from './duties';
 
 const port = Number(process.argv[2] ?? 3902);
@@ -92,10 +94,10 @@ if (duties) {
     .get('/forward-auth', ({ request }) => {
       const started = performance.now();
       const id = requestId(request);
-      // And what the contract asks of forward-auth itself (§8): the credential read as §4 reads it (a
-      // Bearer token would go another way; a Basic one must be well-formed base64), minLevel from the
-      // query, and all five identity headers.
-      const verdict = strictBasicVerdict(request);
+      // And what the contract asks of forward-auth itself (§8): the credential read as §4 reads it,
+      // minLevel from the query (keygate's own readers; the bench sends no query), and all five
+      // identity headers.
+      const verdict = strictKeyVerdict(request);
       if (!verdict.valid || verdict.principal.level < minLevelOf(request.url)) {
         return answered(request, id, started, 403, {
           result: 'error',
@@ -137,27 +139,12 @@ if (duties) {
 app.get('/health', () => {}).listen({ hostname: '127.0.0.1', port });
 console.log(`verify floor${duties ? " with keygate's duties" : ''} (${keys.size} keys) on 127.0.0.1:${port}`);
 
-const BASIC = /^Basic[ \t]+([A-Za-z0-9+/]+={0,2})[ \t]*$/i;
 const REFUSED = { valid: false, code: 'NOT_FOUND' } as const;
 
-/** As keygate reads a credential (src/auth/credentials.ts); the bench sends Basic ones only. */
-function strictBasicVerdict(request: Request) {
-  const authorization = request.headers.get('authorization');
-  if (authorization === null || /^bearer(\s|$)/i.test(authorization)) return REFUSED;
-  const encoded = BASIC.exec(authorization)?.[1];
-  if (encoded === undefined || encoded.length % 4 !== 0) return REFUSED;
-  const decoded = Buffer.from(encoded, 'base64').toString('utf8');
-  const colon = decoded.indexOf(':');
-  if (colon <= 0 || colon === decoded.length - 1) return REFUSED;
-  return check(decoded.slice(0, colon), decoded.slice(colon + 1));
-}
-
-/** The query's minLevel: 0 without a query (the bench sends none); a bad one refuses (keygate: 400). */
-function minLevelOf(url: string): number {
-  const queryStart = url.indexOf('?');
-  if (queryStart === -1) return 0;
-  const value = new URLSearchParams(url.slice(queryStart + 1)).get('minLevel');
-  return value !== null && /^[0-8]$/.test(value) ? Number(value) : 9;
+/** The credential read by keygate's own readers (a Bearer token would go another way). */
+function strictKeyVerdict({ headers }: Request) {
+  const credential = readBearer(headers).kind === 'absent' ? readKeyAndSecret(headers) : undefined;
+  return credential?.kind === 'key' ? check(credential.key, credential.secret) : REFUSED;
 }
 
 function basicVerdict(request: Request) {
