@@ -8,8 +8,9 @@
 // With `duties` (and JWT_SECRET in the environment) it also does what a create owes beside the
 // insert: the caller's HS256 token checked (once per token, then remembered, as keygate does), the
 // body read as keygate reads it, a key id and secret made and the secret hashed, the user's row
-// count read and kept in step in the same transaction, the audit line and the request line, and
-// the answer's headers (bench/duties.ts). No framework, no body schema, no savepoints.
+// count read (keygate's triggers keep it in step), the audit line and the request line, and the
+// answer's headers (bench/duties.ts). No framework, no body schema, no savepoints. Without `duties`
+// the floor drops those triggers from its file (a copy): its insert is one row and its indexes.
 import { Database } from 'bun:sqlite';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
@@ -47,16 +48,15 @@ const insert = keygateFile
   : db.prepare('INSERT INTO t VALUES (?, ?, ?)');
 const begin = db.prepare('BEGIN IMMEDIATE');
 const commit = db.prepare('COMMIT');
-// The duties' cap check: the user's row count, under keygate's default cap, and its upkeep.
+// The duties' cap check: the user's row count, under keygate's default cap.
 const MAX_KEYS_PER_USER = 1000;
 const rowsHeld = keygateFile
   ? db.prepare<{ keys: number }, [number]>('SELECT keys FROM user_key_counts WHERE user_id = ?')
   : undefined;
-const addOne = keygateFile
-  ? db.prepare(
-      'INSERT INTO user_key_counts (user_id, keys) VALUES (?, 1) ON CONFLICT (user_id) DO UPDATE SET keys = keys + 1',
-    )
-  : undefined;
+if (keygateFile && !duties) {
+  db.run('DROP TRIGGER api_keys_count_inserted');
+  db.run('DROP TRIGGER api_keys_count_deleted');
+}
 
 type Job = { row: Row; userId: number; done: (inserted: boolean) => void };
 let queue: Job[] = [];
@@ -70,7 +70,6 @@ function write(row: Row, userId: number): Promise<boolean> {
       const outcomes = batch.map((job) => {
         if (duties && (rowsHeld?.get(job.userId)?.keys ?? 0) >= MAX_KEYS_PER_USER) return false;
         insert.run(...job.row);
-        if (duties) addOne?.run(job.userId);
         return true;
       });
       commit.run();

@@ -59,10 +59,6 @@ export function seedKeys(path: string, specs: SeedSpec[]): void {
   } finally {
     if (db.$client.inTransaction) db.$client.run('ROLLBACK');
     insert.finalize();
-    // keygate keeps a count of each user's rows beside them; seeding wrote around it.
-    db.$client.run(
-      'INSERT OR REPLACE INTO user_key_counts (user_id, keys) SELECT user_id, count(*) FROM api_keys GROUP BY user_id',
-    );
     // Everything into the main file, so the file can be copied without its WAL.
     db.$client.run('PRAGMA wal_checkpoint(TRUNCATE)');
     db.$client.close(true);

@@ -27,8 +27,9 @@ export type ApiKeyRow = typeof apiKeys.$inferSelect;
 
 /**
  * How many rows each user has in api_keys, live or expired but not yet purged (so never fewer than
- * their live keys). Kept in step in the same transaction by every insert, delete and purge: a create
- * counts a user's live keys exactly only once this reaches MAX_KEYS_PER_USER.
+ * their live keys). Kept in step by triggers on api_keys (drizzle/0005, written by hand), within the
+ * statement that inserts or deletes, whoever runs it: a create counts a user's live keys exactly only
+ * once this reaches MAX_KEYS_PER_USER.
  */
 export const userKeyCounts = sqliteTable('user_key_counts', {
   userId: integer('user_id').primaryKey(),

@@ -117,7 +117,7 @@ export function createSqliteApiKeyStore(
   const deleteById = db
     .delete(apiKeys)
     .where(eq(apiKeys.id, sql.placeholder('id')))
-    .returning({ userId: apiKeys.userId })
+    .returning({ id: apiKeys.id })
     .prepare();
 
   // SQLite has no portable DELETE ... LIMIT: pick the batch in a subquery on the expires_at index.
@@ -134,7 +134,7 @@ export function createSqliteApiKeyStore(
           .limit(sql.placeholder('limit')),
       ),
     )
-    .returning({ id: apiKeys.id, userId: apiKeys.userId })
+    .returning({ id: apiKeys.id })
     .prepare();
 
   const rowsHeld = db
@@ -142,27 +142,15 @@ export function createSqliteApiKeyStore(
     .from(userKeyCounts)
     .where(eq(userKeyCounts.userId, sql.placeholder('userId')))
     .prepare();
-  const addToCount = db
-    .insert(userKeyCounts)
-    .values({ userId: sql.placeholder('userId'), keys: sql.placeholder('delta') })
-    .onConflictDoUpdate({
-      target: userKeyCounts.userId,
-      set: { keys: sql`${userKeyCounts.keys} + ${sql.placeholder('delta')}` },
-    })
-    .prepare();
-
   const liveCount = (userId: number, now: number) => countLive.get({ userId, now })?.n ?? 0;
   /**
-   * Whether the user may hold one more live key. The counter of rows held is never below the live
-   * count, so under the cap it answers alone; at the cap (expired rows not yet purged may be in it)
-   * the live keys are counted exactly. Either way the cost no longer grows with the user's keys.
+   * Whether the user may hold one more live key. The counter of rows held (kept in step by triggers on
+   * api_keys, drizzle/0005) is never below the live count, so under the cap it answers alone; at the
+   * cap (expired rows not yet purged may be in it) the live keys are counted exactly. Either way the
+   * cost does not grow with the user's keys.
    */
   const belowCap = (userId: number, now: number, limit: number) =>
     (rowsHeld.get({ userId })?.keys ?? 0) < limit || liveCount(userId, now) < limit;
-  const insertCounted = (row: ApiKeyRow) => {
-    insert.run(row);
-    addToCount.run({ userId: row.userId, delta: 1 });
-  };
 
   return {
     async findKey(id) {
@@ -189,7 +177,7 @@ export function createSqliteApiKeyStore(
       return writer.write(
         () => {
           if (!belowCap(row.userId, row.createdAt, limit)) return 'limit-reached' as const;
-          insertCounted(row);
+          insert.run(row);
           return 'inserted' as const;
         },
         (outcome) => {
@@ -201,11 +189,7 @@ export function createSqliteApiKeyStore(
 
     deleteKey(id) {
       return writer.write(
-        () => {
-          const [deleted] = deleteById.all({ id });
-          if (deleted !== undefined) addToCount.run({ userId: deleted.userId, delta: -1 });
-          return deleted !== undefined;
-        },
+        () => deleteById.all({ id }).length > 0,
         (deleted) => {
           if (deleted) announce([id]);
         },
@@ -221,7 +205,7 @@ export function createSqliteApiKeyStore(
           if (previous === undefined || previous.expiresAt <= now) return 'not-found' as const;
           if (limit !== undefined && !belowCap(next.userId, now, limit)) return 'limit-reached' as const;
           setExpiry.run({ id: previousId, expiresAt: previousExpiresAt });
-          insertCounted(next);
+          insert.run(next);
           return 'rotated' as const;
         },
         (outcome) => {
@@ -233,13 +217,7 @@ export function createSqliteApiKeyStore(
     deleteExpiredBatch(now, limit) {
       return writer
         .write(
-          () => {
-            const rows = deleteExpired.all({ now, limit });
-            const perUser = new Map<number, number>();
-            for (const { userId } of rows) perUser.set(userId, (perUser.get(userId) ?? 0) + 1);
-            for (const [userId, removed] of perUser) addToCount.run({ userId, delta: -removed });
-            return rows.map((row) => row.id);
-          },
+          () => deleteExpired.all({ now, limit }).map((row) => row.id),
           (ids) => announce(ids),
         )
         .then((ids) => ids.length);

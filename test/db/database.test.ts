@@ -1,9 +1,15 @@
 // The database: pragmas read back, migrations embedded and idempotent, indexes the queries use.
+
+import { Database } from 'bun:sqlite';
 import { afterAll, describe, expect, it } from 'bun:test';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { drizzle } from 'drizzle-orm/bun-sqlite';
+import { migrate as migrateFrom } from 'drizzle-orm/bun-sqlite/migrator';
 import { appliedMigrationCount, BUSY_TIMEOUT_MS, CACHE_KIB, migrate, openDatabase } from '../../src/db/open';
+
+const DRIZZLE = join(import.meta.dir, '..', '..', 'drizzle');
 
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-db-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -32,6 +38,35 @@ describe('openDatabase', () => {
     const reopened = openDatabase(path);
     expect(appliedMigrationCount(reopened)).toBe(count);
     reopened.$client.close();
+  });
+
+  it('counts the keys again when the counting triggers arrive (0005), including rows nothing counted', () => {
+    // A database as the version before 0005 left it: migrated up to 0004, then a key imported with
+    // plain SQL, which nothing counted then.
+    const path = join(mkdtempSync(join(scratch, 'db-')), 'keygate.db');
+    const before = mkdtempSync(join(scratch, 'migrations-'));
+    mkdirSync(join(before, 'meta'));
+    const journal = JSON.parse(readFileSync(join(DRIZZLE, 'meta', '_journal.json'), 'utf8'));
+    journal.entries = journal.entries.filter((entry: { idx: number }) => entry.idx <= 4);
+    writeFileSync(join(before, 'meta', '_journal.json'), JSON.stringify(journal));
+    for (const entry of journal.entries as Array<{ tag: string }>)
+      copyFileSync(join(DRIZZLE, `${entry.tag}.sql`), join(before, `${entry.tag}.sql`));
+    const old = drizzle({ client: new Database(path, { create: true }) });
+    migrateFrom(old, { migrationsFolder: before });
+    const insert = old.$client.prepare(
+      "INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at) VALUES (?, x'00', ?, 1, 'k', 1, 9)",
+    );
+    insert.run('kg_1', 5);
+    insert.run('kg_2', 5);
+    old.$client.run('INSERT INTO user_key_counts (user_id, keys) VALUES (5, 1)'); // one of the two counted
+    old.$client.close();
+
+    const db = openDatabase(path);
+    const counts = () => db.$client.query('SELECT user_id, keys FROM user_key_counts').all();
+    expect(counts()).toEqual([{ user_id: 5, keys: 2 }]);
+    db.$client.run(`INSERT INTO api_keys VALUES ('kg_3', x'00', 5, 1, 'k', 1, 9)`);
+    expect(counts()).toEqual([{ user_id: 5, keys: 3 }]);
+    db.$client.close();
   });
 
   it('creates the api_keys table with the indexes the lookups and the purge use', () => {

@@ -144,9 +144,46 @@ describe('the per-user key counter', () => {
     expect(counted()).toEqual(actual());
   });
 
-  it('a failed job leaves the counter as it was (the savepoint rolls both back)', async () => {
+  it('a failed job leaves the counter as it was (the insert and its count roll back together)', async () => {
     await store.insertKeyWithinLimit(row(id(1)), 10);
     await expect(store.insertKeyWithinLimit(row(id(1)), 10)).rejects.toThrow();
     expect(counted()).toEqual([{ userId: 1, keys: 1 }]);
+  });
+
+  it('keeps the counter in step when one write of a shared commit fails', async () => {
+    await store.insertKeyWithinLimit(row(id(1)), 10);
+    // Queued in one turn: one commit, in which the second create fails (its id is taken).
+    const outcomes = await Promise.allSettled([
+      store.insertKeyWithinLimit(row(id(2)), 10),
+      store.insertKeyWithinLimit(row(id(1), { userId: 2 }), 10),
+      store.deleteKey(id(1)),
+      store.insertKeyWithinLimit(row(id(3), { userId: 2 }), 10),
+    ]);
+    expect(outcomes.map((outcome) => outcome.status)).toEqual([
+      'fulfilled',
+      'rejected',
+      'fulfilled',
+      'fulfilled',
+    ]);
+    expect(counted()).toEqual(actual());
+    expect(counted()).toEqual([
+      { userId: 1, keys: 1 },
+      { userId: 2, keys: 1 },
+    ]);
+  });
+
+  it('counts rows that any other client writes to api_keys, as the triggers on PostgreSQL do', async () => {
+    await store.insertKeyWithinLimit(row(id(1)), 10);
+    const insert = db.$client.prepare(
+      'INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at) VALUES (?, ?, ?, 1, ?, 1000, 100000)',
+    );
+    for (const n of [2, 3, 4]) insert.run(id(n), new Uint8Array(32), n === 4 ? 7 : 1, `import ${n}`);
+    expect(counted()).toEqual(actual());
+    db.$client.run(`DELETE FROM api_keys WHERE id IN ('${id(1)}', '${id(4)}')`);
+    expect(counted()).toEqual(actual());
+    expect(counted()).toEqual([{ userId: 1, keys: 2 }]);
+    // A cap of 3: the imported keys count toward it.
+    expect(await store.insertKeyWithinLimit(row(id(5)), 3)).toBe('inserted');
+    expect(await store.insertKeyWithinLimit(row(id(6)), 3)).toBe('limit-reached');
   });
 });
