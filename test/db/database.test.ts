@@ -69,6 +69,32 @@ describe('openDatabase', () => {
     db.$client.close();
   });
 
+  it("the README's undo of migration 0005 drops the triggers, and the next start applies it again", () => {
+    const readme = readFileSync(join(import.meta.dir, '..', '..', 'README.md'), 'utf8');
+    const undo = /undo the upgrade with `sqlite3` \(`([^`]+)`:/.exec(readme)?.[1]?.replace(/\s+/g, ' ');
+    expect(undo).toBeDefined();
+    const path = join(mkdtempSync(join(scratch, 'db-')), 'keygate.db');
+    const db = openDatabase(path);
+    const count = appliedMigrationCount(db);
+    const insert = (id: string) =>
+      db.$client.run(`INSERT INTO api_keys VALUES ('${id}', x'00', 5, 1, 'k', 1, 9)`);
+    const counts = () => db.$client.query('SELECT user_id, keys FROM user_key_counts').all();
+    insert('kg_1');
+    db.$client.run(undo as string);
+    expect(appliedMigrationCount(db)).toBe(count - 1);
+    insert('kg_2'); // no trigger counts it now (an older keygate counts in its own code)
+    expect(counts()).toEqual([{ user_id: 5, keys: 1 }]);
+    db.$client.close();
+
+    const upgraded = openDatabase(path);
+    expect(appliedMigrationCount(upgraded)).toBe(count);
+    const again = () => upgraded.$client.query('SELECT user_id, keys FROM user_key_counts').all();
+    expect(again()).toEqual([{ user_id: 5, keys: 2 }]);
+    upgraded.$client.run(`DELETE FROM api_keys WHERE id = 'kg_1'`);
+    expect(again()).toEqual([{ user_id: 5, keys: 1 }]);
+    upgraded.$client.close();
+  });
+
   it('creates the api_keys table with the indexes the lookups and the purge use', () => {
     const db = openDatabase(':memory:');
     const plan = (sql: string) =>
