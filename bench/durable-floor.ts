@@ -10,7 +10,8 @@
 // body read as keygate reads it, a key id and secret made and the secret hashed, the user's row
 // count read (keygate's triggers keep it in step), the audit line and the request line, and the
 // answer's headers (bench/duties.ts). No framework, no body schema, no savepoints. Without `duties`
-// the floor drops those triggers from its file (a copy): its insert is one row and its indexes.
+// the floor drops those triggers from the file, so its insert is one row and its indexes: give it a
+// copy, never a database keygate serves.
 import { Database } from 'bun:sqlite';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';

@@ -46,8 +46,8 @@ export function openDatabase(url: string): Db {
   client.run('PRAGMA synchronous = FULL');
   client.run('PRAGMA foreign_keys = ON');
   client.run(`PRAGMA cache_size = -${CACHE_KIB}`);
-  // A statement that fires the counting triggers keeps a statement journal (to undo itself alone);
-  // in memory, not in a temporary file: 1M keys seeded in one transaction took twice as long.
+  // A statement that fires the counting triggers keeps a statement journal (to undo itself alone):
+  // in memory, not in a temporary file, which cost more than the trigger (bench/RESULTS.md, History).
   client.run('PRAGMA temp_store = MEMORY');
   assertWritable(client);
   const db = drizzle({ client, schema });

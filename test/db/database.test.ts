@@ -1,5 +1,5 @@
-// The database: pragmas read back, migrations embedded and idempotent, indexes the queries use.
-
+// The database: pragmas read back, migrations embedded and idempotent, the counting triggers' upgrade
+// and the README's way back, indexes the queries use.
 import { Database } from 'bun:sqlite';
 import { afterAll, describe, expect, it } from 'bun:test';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
