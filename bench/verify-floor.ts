@@ -98,7 +98,7 @@ if (duties) {
       // minLevel from the query (keygate's own readers; the bench sends no query), and all five
       // identity headers.
       const verdict = strictKeyVerdict(request);
-      if (!verdict.valid || verdict.principal.level < minLevelOf(request.url)) {
+      if (!verdict.valid || verdict.principal.level < minLevelOf(queryOf(request.url))) {
         return answered(request, id, started, 403, {
           result: 'error',
           error: 'The API key or secret is not valid.',
@@ -138,6 +138,12 @@ if (duties) {
 }
 app.get('/health', () => {}).listen({ hostname: '127.0.0.1', port });
 console.log(`verify floor${duties ? " with keygate's duties" : ''} (${keys.size} keys) on 127.0.0.1:${port}`);
+
+/** The text after `?`, as keygate's edge passes it to forward-auth. */
+function queryOf(url: string): string {
+  const queryStart = url.indexOf('?');
+  return queryStart === -1 ? '' : url.slice(queryStart + 1);
+}
 
 const REFUSED = { valid: false, code: 'NOT_FOUND' } as const;
 

@@ -1,16 +1,17 @@
 // createApp wires the routes, the authentication schemes and the one error mapping; no logic here.
+// It answers through Elysia, except the verification routes, which the edge answers directly.
 import { Elysia, ValidationError } from 'elysia';
 import { createAuditLog } from './apikeys/audit';
 import { describeCreateBodyProblem, ErrorResponse, HealthResponse } from './apikeys/model';
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
 import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
-import { forwardAuthRoutes } from './auth/forward-auth';
+import { FORWARD_AUTH_PATH, forwardAuthAnswer, forwardAuthRoutes } from './auth/forward-auth';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
 import type { OnVerdict, Verifier } from './auth/verification';
-import { verifyRoutes } from './auth/verify';
-import { recordRouteTemplate, requestIdOf } from './http/edge';
+import { VERIFY_PATH, verifyAnswer, verifyRoutes } from './auth/verify';
+import { type DirectRoute, recordRouteTemplate, requestIdOf } from './http/edge';
 import { errorResponse, HttpError } from './http/errors';
 import { openApiDocument } from './http/openapi';
 import { referencePage } from './http/reference-page';
@@ -44,6 +45,31 @@ export function createApp({
   recordRouteTemplates = false,
 }: AppDeps) {
   const routes = { service, maxExpiresInSeconds, audit: createAuditLog(logger) };
+  /** An HttpError as its JSON answer; anything else as 503 (the database) or 500, logged. */
+  const answerError = (error: unknown, requestId: string | undefined): Response => {
+    if (error instanceof HttpError) return errorResponse(error.status, error.message, error.headers);
+    // Nobody reads this answer (the connection is gone); its status tells the log what happened.
+    if (error instanceof RequestGoneError) return errorResponse(499, error.message);
+    if (error instanceof StoreUnavailableError) {
+      logger.warn('database unavailable', { requestId, code: error.code });
+      return errorResponse(503, 'The database is unavailable right now; try again shortly.', {
+        'retry-after': '1',
+      });
+    }
+    logger.error('unexpected error', {
+      requestId,
+      error: error instanceof Error ? error.stack : String(error),
+    });
+    return errorResponse(500, `Something went wrong on our side (request ${requestId ?? 'unknown'}).`);
+  };
+  const verify = verifyAnswer(
+    verifier,
+    onVerification && ((...outcome) => onVerification('verify', ...outcome)),
+  );
+  const forwardAuth = forwardAuthAnswer(
+    verifier,
+    onVerification && ((...outcome) => onVerification('forward_auth', ...outcome)),
+  );
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
   const app = new Elysia({ prefix: basePath, normalize: false, strictPath: true });
   // Built from every route of `app` on first request, so routes added below are all in it.
@@ -69,10 +95,9 @@ export function createApp({
       recordRouteTemplate(request, route.slice(basePath.length)),
     );
   }
-  return app
+  app
     .onError(({ code, error, request, path, route }) => {
       if (recordRouteTemplates && route) recordRouteTemplate(request, route.slice(basePath.length));
-      if (error instanceof HttpError) return errorResponse(error.status, error.message, error.headers);
       if (error instanceof ValidationError && error.type === 'body') {
         return errorResponse(
           400,
@@ -83,22 +108,9 @@ export function createApp({
       if (error instanceof ValidationError && error.type === 'params') {
         return errorResponse(400, 'The key id in the path is not valid percent-encoding.');
       }
-      // Nobody reads this answer (the connection is gone); its status tells the log what happened.
-      if (error instanceof RequestGoneError) return errorResponse(499, error.message);
       if (code === 'NOT_FOUND') return errorResponse(404, `There is no ${request.method} ${path}.`);
       if (code === 'PARSE') return errorResponse(400, 'The body is not valid JSON.');
-      const requestId = requestIdOf(request);
-      if (error instanceof StoreUnavailableError) {
-        logger.warn('database unavailable', { requestId, code: error.code });
-        return errorResponse(503, 'The database is unavailable right now; try again shortly.', {
-          'retry-after': '1',
-        });
-      }
-      logger.error('unexpected error', {
-        requestId,
-        error: error instanceof Error ? error.stack : String(error),
-      });
-      return errorResponse(500, `Something went wrong on our side (request ${requestId ?? 'unknown'}).`);
+      return answerError(error, requestIdOf(request));
     })
     .get(
       '/health',
@@ -115,11 +127,31 @@ export function createApp({
     .use(referencePage())
     .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(jwt) }))
     .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }))
-    .use(verifyRoutes(verifier, onVerification && ((...outcome) => onVerification('verify', ...outcome))))
-    .use(
-      forwardAuthRoutes(
-        verifier,
-        onVerification && ((...outcome) => onVerification('forward_auth', ...outcome)),
-      ),
-    );
+    // In Elysia for the document (and for any caller without the edge); the edge answers them first.
+    .use(verifyRoutes(verify))
+    .use(forwardAuthRoutes(forwardAuth));
+
+  const verifyRoute: DirectRoute = { template: VERIFY_PATH, readsBody: true, answer: verify };
+  const forwardAuthRoute: DirectRoute = {
+    template: FORWARD_AUTH_PATH,
+    readsBody: false,
+    answer: forwardAuth,
+  };
+  const forwardAuthSubRoute: DirectRoute = { ...forwardAuthRoute, template: `${FORWARD_AUTH_PATH}/*` };
+  const verifyPath = `${basePath}${VERIFY_PATH}`;
+  const forwardAuthPath = `${basePath}${FORWARD_AUTH_PATH}`;
+  return {
+    /** Every request but the direct routes'. */
+    fetch: (request: Request) => app.fetch(request),
+    /** The verification routes, answered by the edge without Elysia: the paths Elysia would match. */
+    directRoute(method: string, path: string): DirectRoute | undefined {
+      if (path === verifyPath) return method === 'POST' ? verifyRoute : undefined;
+      if (!path.startsWith(forwardAuthPath)) return undefined;
+      if (path.length === forwardAuthPath.length) return forwardAuthRoute;
+      return path.charCodeAt(forwardAuthPath.length) === SLASH ? forwardAuthSubRoute : undefined;
+    },
+    answerError,
+  };
 }
+
+const SLASH = 0x2f;

@@ -6,7 +6,6 @@ import { createKeyCache } from './apikeys/key-cache';
 import { createApiKeyService } from './apikeys/service';
 import type { ApiKeyStore } from './apikeys/store';
 import { createApp } from './app';
-import { FORWARD_AUTH_PATH } from './auth/forward-auth';
 import { createJwtAuthority, type JwtKeySource } from './auth/jwt';
 import type { AsymmetricAlgorithm } from './auth/jwt-keys';
 import { createVerifier } from './auth/verification';
@@ -147,9 +146,9 @@ export async function createKeygate(
     onVerification: metrics?.verification,
     recordRouteTemplates: metrics !== undefined,
   });
-  // app.fetch rather than app.handle, which only wraps it in one more async function.
-  const handle = withHttpEdge((request) => app.fetch(request), logger, {
-    bodyIgnoredUnder: [`${config.basePath}${FORWARD_AUTH_PATH}`],
+  const handle = withHttpEdge(app.fetch, logger, {
+    directRoute: app.directRoute,
+    answerError: app.answerError,
     explainTokenRefusals: config.logLevel === 'debug',
     observe: metrics?.observeRequest,
     keepAlive: advertiseKeepAlive ? `timeout=${config.idleTimeoutSeconds}` : undefined,

@@ -72,7 +72,7 @@ export async function serve(
   };
 }
 
-function listen(config: Config, handle: (request: Request) => Promise<Response>) {
+function listen(config: Config, handle: (request: Request) => Response | Promise<Response>) {
   return Bun.serve({
     hostname: config.host,
     port: config.port,

@@ -5,7 +5,7 @@ import { Elysia } from 'elysia';
 import { apiKeyModels, ErrorResponse } from '../apikeys/model';
 import { HttpError } from '../http/errors';
 import { readBearer, readKeyAndSecret } from './credentials';
-import type { OnVerdict, Principal, Verdict, Verifier } from './verification';
+import type { OnVerdict, Verdict, Verifier } from './verification';
 
 /** The first path segment; the edge lets bodies of any declared size through here (they are never read). */
 export const FORWARD_AUTH_PATH = '/forward-auth';
@@ -13,14 +13,22 @@ export const FORWARD_AUTH_PATH = '/forward-auth';
 const NO_CREDENTIALS =
   'Send a credential: Authorization: Bearer <token>, Authorization: Basic base64(key:secret), or X-API-Key and X-API-Secret.';
 
-export function forwardAuthRoutes(verifier: Verifier, onVerdict?: OnVerdict) {
-  const handler = async ({ request }: { request: Request }) => {
-    const verdict = await verdictOf(verifier, request, onVerdict);
-    if (!verdict.valid) throw new HttpError(403, refusal(verdict));
-    return new Response(JSON.stringify({ result: 'success', principal: verdict.principal }), {
-      status: 200,
-      headers: allowHeaders(verdict.principal),
-    });
+/** The forward-auth answer (the edge's DirectRoute): 200 with the identity headers, or an HttpError. */
+export function forwardAuthAnswer(verifier: Verifier, onVerdict?: OnVerdict) {
+  return (request: Request, query: string, headers: Record<string, string>): Response | Promise<Response> => {
+    const verdict = verdictOf(verifier, request, query, onVerdict);
+    return verdict instanceof Promise
+      ? verdict.then((settled) => allowed(settled, headers))
+      : allowed(verdict, headers);
+  };
+}
+
+/** The routes as Elysia knows them, for the document (the edge answers these paths itself). */
+export function forwardAuthRoutes(answer: ReturnType<typeof forwardAuthAnswer>) {
+  const handler = ({ request }: { request: Request }) => {
+    const url = request.url;
+    const queryStart = url.indexOf('?');
+    return answer(request, queryStart === -1 ? '' : url.slice(queryStart + 1), {});
   };
   const options = {
     // The body is never read, whatever the method and its Content-Type.
@@ -39,17 +47,12 @@ export function forwardAuthRoutes(verifier: Verifier, onVerdict?: OnVerdict) {
       tags: ['Verification'],
     },
   };
-  // Documented once, on the any-method route; the other two are hidden from the document.
-  const hidden = { ...options, detail: { ...options.detail, hide: true } };
   return (
     new Elysia()
       .use(apiKeyModels)
       .all(FORWARD_AUTH_PATH, handler, options)
-      // The same handler for GET, the method proxies use, as a route of its own: Elysia finds a GET
-      // route in its static table, where an `all` route costs ~2.7 µs more a request (bench/RESULTS.md).
-      .get(FORWARD_AUTH_PATH, handler, hidden)
       // "/forward-auth/*" is not an OpenAPI path template.
-      .all(`${FORWARD_AUTH_PATH}/*`, handler, hidden)
+      .all(`${FORWARD_AUTH_PATH}/*`, handler, { ...options, detail: { ...options.detail, hide: true } })
   );
 }
 
@@ -57,7 +60,12 @@ export function forwardAuthRoutes(verifier: Verifier, onVerdict?: OnVerdict) {
  * Credentials first (401, 403), then the query (400), then the level (403). At once for a key in the
  * key cache (no promise on the hot path), else a promise.
  */
-function verdictOf(verifier: Verifier, request: Request, onVerdict?: OnVerdict): Verdict | Promise<Verdict> {
+function verdictOf(
+  verifier: Verifier,
+  request: Request,
+  query: string,
+  onVerdict?: OnVerdict,
+): Verdict | Promise<Verdict> {
   const bearer = readBearer(request.headers);
   const key = bearer.kind === 'absent' ? readKeyAndSecret(request.headers) : undefined;
   if (bearer.kind === 'absent' && key?.kind === 'absent') {
@@ -76,31 +84,30 @@ function verdictOf(verifier: Verifier, request: Request, onVerdict?: OnVerdict):
   else if (key?.kind === 'key') verdict = verifier.verifyKey(key.key, key.secret, 0);
   else throw new Error('unreachable: a credential is present');
   return verdict instanceof Promise
-    ? verdict.then((settled) => againstMinLevel(settled, request, scheme, onVerdict))
-    : againstMinLevel(verdict, request, scheme, onVerdict);
+    ? verdict.then((settled) => againstMinLevel(settled, query, scheme, onVerdict))
+    : againstMinLevel(verdict, query, scheme, onVerdict);
 }
 
 /** A valid verdict below the query's minLevel becomes INSUFFICIENT_LEVEL; then it is counted. */
 function againstMinLevel(
   verdict: Verdict,
-  request: Request,
+  query: string,
   scheme: 'key' | 'jwt',
   onVerdict?: OnVerdict,
 ): Verdict {
   // A malformed query is a 400 before any verdict is given, so it is not counted.
   const final: Verdict =
-    verdict.valid && verdict.principal.level < minLevelOf(request.url)
+    verdict.valid && verdict.principal.level < minLevelOf(query)
       ? { valid: false, code: 'INSUFFICIENT_LEVEL', principal: verdict.principal }
       : verdict;
   onVerdict?.(scheme, final.code);
   return final;
 }
 
-/** `minLevel` once, one digit 0..8, and no other query parameter; absent: 0. */
-export function minLevelOf(url: string): number {
-  const queryStart = url.indexOf('?');
-  if (queryStart === -1) return 0;
-  const params = new URLSearchParams(url.slice(queryStart + 1));
+/** From the query (the text after `?`): `minLevel` once, one digit 0..8, nothing else; absent: 0. */
+export function minLevelOf(query: string): number {
+  if (query === '') return 0;
+  const params = new URLSearchParams(query);
   const names = [...params.keys()];
   if (names.length === 0) return 0;
   const value = params.get('minLevel');
@@ -125,16 +132,16 @@ function refusal(verdict: Verdict): string {
   }
 }
 
-/** The allow answer's headers, in this order (no object spread on the hot path). */
-function allowHeaders(principal: Principal): Record<string, string> {
-  const headers: Record<string, string> = {
-    'content-type': 'application/json',
-    'cache-control': 'no-store',
-    'x-keygate-user-id': String(principal.userId),
-    'x-keygate-level': String(principal.level),
-    'x-keygate-auth': principal.type,
-  };
+/** The allow answer, its headers added to the edge's in this order; a refusal is a 403. */
+function allowed(verdict: Verdict, headers: Record<string, string>): Response {
+  if (!verdict.valid) throw new HttpError(403, refusal(verdict));
+  const { principal } = verdict;
+  headers['content-type'] = 'application/json';
+  headers['cache-control'] = 'no-store';
+  headers['x-keygate-user-id'] = String(principal.userId);
+  headers['x-keygate-level'] = String(principal.level);
+  headers['x-keygate-auth'] = principal.type;
   if (principal.type === 'key') headers['x-keygate-key'] = principal.key;
   headers['x-keygate-expires-at'] = principal.expiresAt;
-  return headers;
+  return new Response(JSON.stringify({ result: 'success', principal }), { headers });
 }

@@ -8,45 +8,45 @@ import type { OnVerdict, Verifier } from './verification';
 
 type Credential = { key: string; secret: string; minLevel: number } | { token: string; minLevel: number };
 
-export function verifyRoutes(verifier: Verifier, onVerdict?: OnVerdict) {
-  return new Elysia().use(apiKeyModels).post(
-    '/apikeys/verify',
-    async ({ request }) => {
-      const body = await readJsonBody(request);
-      raiseBodyProblem(body); // no caller to authenticate first: a bad body is refused at once
-      const credential = credentialOf(body);
-      const verdict =
-        'token' in credential
-          ? await verifier.verifyToken(credential.token, credential.minLevel, request)
-          : await verifier.verifyKey(credential.key, credential.secret, credential.minLevel);
-      onVerdict?.('token' in credential ? 'jwt' : 'key', verdict.code);
-      // A finished Response: Elysia then neither merges headers nor checks the body against
-      // VerifyResponse (that schema is for the document; the verdict's shape is fixed by its type,
-      // and the tests pin every body exactly).
-      return new Response(JSON.stringify({ result: 'success', ...verdict }), { headers: VERIFY_HEADERS });
-    },
-    {
-      // The hot path: the handler reads and checks the body itself, so Elysia runs no parser,
-      // transform or schema check on it (+12% verifies a second; bench/RESULTS.md, History). The body's
-      // schema is named in the document below.
-      parse: 'none',
-      response: { 200: 'VerifyResponse', 400: ErrorResponse, 413: ErrorResponse },
-      detail: {
-        summary: 'Verify a key and secret, or a token',
-        description:
-          'No caller authentication. Always 200 for a well-formed body: valid true with code VALID, or valid false with NOT_FOUND, EXPIRED, INVALID_TOKEN or INSUFFICIENT_LEVEL.',
-        tags: ['Verification'],
-        requestBody: {
-          description: VerifyBody.description,
-          content: { 'application/json': { schema: { $ref: '#/components/schemas/VerifyBody' } } },
-          required: true,
-        },
-      },
-    },
-  );
+export const VERIFY_PATH = '/apikeys/verify';
+
+/** The verify answer (the edge's DirectRoute): 200 with the verdict, or an HttpError for the body. */
+export function verifyAnswer(verifier: Verifier, onVerdict?: OnVerdict) {
+  return async (request: Request, _query: string, headers: Record<string, string>): Promise<Response> => {
+    const body = await readJsonBody(request);
+    raiseBodyProblem(body); // no caller to authenticate first: a bad body is refused at once
+    const credential = credentialOf(body);
+    const verdict =
+      'token' in credential
+        ? await verifier.verifyToken(credential.token, credential.minLevel, request)
+        : await verifier.verifyKey(credential.key, credential.secret, credential.minLevel);
+    onVerdict?.('token' in credential ? 'jwt' : 'key', verdict.code);
+    headers['content-type'] = 'application/json';
+    headers['cache-control'] = 'no-store';
+    return new Response(JSON.stringify({ result: 'success', ...verdict }), { headers });
+  };
 }
 
-const VERIFY_HEADERS = { 'content-type': 'application/json', 'cache-control': 'no-store' };
+/** The route as Elysia knows it, for the document: the body's schema and the answers' are named there. */
+export function verifyRoutes(answer: ReturnType<typeof verifyAnswer>) {
+  return new Elysia().use(apiKeyModels).post(VERIFY_PATH, ({ request }) => answer(request, '', {}), {
+    // The handler reads and checks the body itself, so Elysia runs no parser, transform or schema
+    // check on it (+12% verifies a second; bench/RESULTS.md, History).
+    parse: 'none',
+    response: { 200: 'VerifyResponse', 400: ErrorResponse, 413: ErrorResponse },
+    detail: {
+      summary: 'Verify a key and secret, or a token',
+      description:
+        'No caller authentication. Always 200 for a well-formed body: valid true with code VALID, or valid false with NOT_FOUND, EXPIRED, INVALID_TOKEN or INSUFFICIENT_LEVEL.',
+      tags: ['Verification'],
+      requestBody: {
+        description: VerifyBody.description,
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/VerifyBody' } } },
+        required: true,
+      },
+    },
+  });
+}
 
 const FORMS = 'send either key and secret, or token, each with an optional minLevel';
 

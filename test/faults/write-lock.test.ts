@@ -31,7 +31,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const send = (method: string, path: string, headers: Record<string, string>, body?: unknown) =>
+const send = async (method: string, path: string, headers: Record<string, string>, body?: unknown) =>
   keygate.handle(
     new Request(`http://localhost${path}`, {
       method,

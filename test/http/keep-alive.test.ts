@@ -14,10 +14,27 @@ async function start(env: Record<string, string>): Promise<RunningServer> {
 
 it('advertises the default Keep-Alive timeout of 75 s on success and error answers', async () => {
   const { url } = await start({});
-  for (const path of ['health', 'missing', 'apikeys/jwt']) {
-    const response = await fetch(new URL(path, url), { method: path === 'apikeys/jwt' ? 'POST' : 'GET' });
+  // The verification routes too, which the edge answers before Elysia: a 200 and a 401.
+  for (const [method, path] of [
+    ['GET', 'health'],
+    ['GET', 'missing'],
+    ['POST', 'apikeys/jwt'],
+    ['POST', 'apikeys/verify'],
+    ['GET', 'forward-auth'],
+  ]) {
+    const response = await fetch(new URL(path as string, url), {
+      method,
+      headers: { 'content-type': 'application/json' },
+      body: method === 'POST' ? JSON.stringify({ token: 'not.a.token' }) : undefined,
+    });
     await response.text();
-    expect(response.headers.get('keep-alive')).toBe('timeout=75');
+    expect([path, response.status, response.headers.get('keep-alive')]).toEqual([
+      path,
+      { health: 200, missing: 404, 'apikeys/jwt': 401, 'apikeys/verify': 200, 'forward-auth': 401 }[
+        path as string
+      ],
+      'timeout=75',
+    ]);
   }
 });
 
@@ -52,12 +69,13 @@ it('advertises IDLE_TIMEOUT_SECONDS and closes a connection left idle after a re
 
 it('does not advertise keep-alive on an answer that closes the connection (413)', async () => {
   const { url } = await start({});
-  const response = await fetch(new URL('apikeys/jwt', url), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: new Uint8Array(17 * 1024),
-  });
-  await response.text();
-  expect(response.status).toBe(413);
-  expect(response.headers.get('keep-alive')).toBeNull();
+  for (const path of ['apikeys/jwt', 'apikeys/verify']) {
+    const response = await fetch(new URL(path, url), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: new Uint8Array(17 * 1024),
+    });
+    await response.text();
+    expect([path, response.status, response.headers.get('keep-alive')]).toEqual([path, 413, null]);
+  }
 });

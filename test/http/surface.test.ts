@@ -74,23 +74,53 @@ describe('BASE_PATH', () => {
     const outside = await k.keygate.handle(new Request('http://localhost/health'));
     expect(outside.status).toBe(404);
   });
+
+  it('serves verify and forward-auth (answered before Elysia routes) under the prefix only', async () => {
+    const k = await testKeygate({ BASE_PATH: '/auth' });
+    const key = await k.createKey(1);
+    const verified = await k.req('POST', '/apikeys/verify', { body: { key: key.key, secret: key.secret } });
+    expect(verified.json).toMatchObject({ valid: true, code: 'VALID' });
+    const allowed = await k.req('GET', '/forward-auth/app', { headers: k.basic(key.key, key.secret) });
+    expect(allowed.status).toBe(200);
+    for (const [method, path] of [
+      ['POST', '/apikeys/verify'],
+      ['GET', '/forward-auth'],
+      ['GET', '/auth/forward-authx'],
+      ['GET', '/auth/forward-auth-x/y'],
+    ] as const) {
+      const outside = await k.keygate.handle(
+        new Request(`http://localhost${path}`, { method, headers: k.basic(key.key, key.secret) }),
+      );
+      expect([path, outside.status]).toEqual([path, 404]);
+    }
+  });
 });
 
 describe('headers on every response', () => {
   it('sets nosniff and a request id, keeps a sane client id, and names no framework', async () => {
     const k = await testKeygate();
+    const key = await k.createKey(1);
     for (const response of [
       await k.req('GET', '/health'),
       await k.req('GET', '/missing'),
       await k.req('POST', '/apikeys/jwt', { body: {} }),
+      // The verification routes, which the edge answers itself: allowed, refused, bad input.
+      await k.req('POST', '/apikeys/verify', { body: { key: key.key, secret: key.secret } }),
+      await k.req('POST', '/apikeys/verify', { body: { key: key.key } }),
+      await k.req('GET', '/forward-auth', { headers: k.basic(key.key, key.secret) }),
+      await k.req('GET', '/forward-auth/x', { headers: k.basic(key.key, 'wrong') }),
+      await k.req('GET', '/forward-auth'),
+      await k.req('GET', '/forward-auth?minLevel=x', { headers: k.basic(key.key, key.secret) }),
     ]) {
       expect(response.headers.get('x-content-type-options')).toBe('nosniff');
       expect(response.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
       expect(response.headers.get('x-powered-by')).toBeNull();
       expect(response.headers.get('server')).toBeNull();
     }
-    const echoed = await k.req('GET', '/health', { headers: { 'x-request-id': 'trace-123' } });
-    expect(echoed.headers.get('x-request-id')).toBe('trace-123');
+    for (const path of ['/health', '/forward-auth']) {
+      const echoed = await k.req('GET', path, { headers: { 'x-request-id': 'trace-123' } });
+      expect(echoed.headers.get('x-request-id')).toBe('trace-123');
+    }
     const replaced = await k.req('GET', '/health', { headers: { 'x-request-id': 'bad id\u0001' } });
     // A refused id is replaced by a fresh UUID (a random UUID may well contain "bad": assert its form).
     expect(replaced.headers.get('x-request-id')).toMatch(
