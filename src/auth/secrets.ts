@@ -69,9 +69,19 @@ export function generateSecret(): string {
 export function isWellFormedSecret(secret: string): boolean {
   if (!secret.startsWith(SECRET_PREFIX)) return true;
   if (!SECRET_PATTERN.test(secret)) return false;
-  const body = secret.slice(SECRET_PREFIX.length, SECRET_PREFIX.length + SECRET_BODY_LENGTH);
-  return secret.endsWith(checksumOf(body));
+  const bodyEnd = SECRET_PREFIX.length + SECRET_BODY_LENGTH;
+  // The checksum read back as a number (the pattern let only base62 digits through) rather than the
+  // body's CRC written out as text: a verify or forward-auth checks one on every request.
+  let written = 0;
+  for (let i = bodyEnd; i < secret.length; i++) {
+    written = written * 62 + (BASE62_VALUES[secret.charCodeAt(i)] as number);
+  }
+  return written === Bun.hash.crc32(secret.slice(SECRET_PREFIX.length, bodyEnd));
 }
+
+/** Each base62 digit's value, by character code (the digits are ASCII). */
+const BASE62_VALUES = new Uint8Array(128);
+for (let i = 0; i < BASE62.length; i++) BASE62_VALUES[BASE62.charCodeAt(i)] = i;
 
 /** CRC32 of the body in base62, most significant digit first, padded with zeros to 6. */
 export function checksumOf(body: string): string {

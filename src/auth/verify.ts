@@ -4,7 +4,7 @@ import { Elysia } from 'elysia';
 import { apiKeyModels, ErrorResponse, isLevel, VerifyBody } from '../apikeys/model';
 import { raiseBodyProblem, readJsonBody } from '../http/body';
 import { HttpError } from '../http/errors';
-import type { OnVerdict, Verifier } from './verification';
+import type { OnVerdict, Verdict, Verifier } from './verification';
 
 type Credential = { key: string; secret: string; minLevel: number } | { token: string; minLevel: number };
 
@@ -16,15 +16,28 @@ export function verifyAnswer(verifier: Verifier, onVerdict?: OnVerdict) {
     const body = await readJsonBody(request);
     raiseBodyProblem(body); // no caller to authenticate first: a bad body is refused at once
     const credential = credentialOf(body);
+    const scheme = 'token' in credential ? 'jwt' : 'key';
     const verdict =
       'token' in credential
-        ? await verifier.verifyToken(credential.token, credential.minLevel, request)
-        : await verifier.verifyKey(credential.key, credential.secret, credential.minLevel);
-    onVerdict?.('token' in credential ? 'jwt' : 'key', verdict.code);
-    headers['content-type'] = 'application/json';
-    headers['cache-control'] = 'no-store';
-    return new Response(JSON.stringify({ result: 'success', ...verdict }), { headers });
+        ? verifier.verifyToken(credential.token, credential.minLevel, request)
+        : verifier.verifyKey(credential.key, credential.secret, credential.minLevel);
+    // A key in the key cache is judged at once: no more waiting on the hot path.
+    return verdict instanceof Promise
+      ? verdict.then((settled) => verified(settled, scheme, headers, onVerdict))
+      : verified(verdict, scheme, headers, onVerdict);
   };
+}
+
+function verified(
+  verdict: Verdict,
+  scheme: 'jwt' | 'key',
+  headers: Record<string, string>,
+  onVerdict?: OnVerdict,
+): Response {
+  onVerdict?.(scheme, verdict.code);
+  headers['content-type'] = 'application/json';
+  headers['cache-control'] = 'no-store';
+  return new Response(JSON.stringify({ result: 'success', ...verdict }), { headers });
 }
 
 /** The route as Elysia knows it, for the document: the body's schema and the answers' are named there. */

@@ -31,20 +31,22 @@ export async function readJsonBody(request: Request): Promise<unknown> {
   if (charset !== undefined && charset.toLowerCase() !== 'utf-8') {
     return problem(400, 'The Content-Type charset must be utf-8 (or left out).');
   }
-  const bytes = await readLimited(request);
-  if (bytes === null) return problem(413, BODY_TOO_LARGE, CLOSE);
+  // With a declared length the body is whole in memory (the edge refused it above the limit already).
+  const bytes = request.headers.has('content-length') ? await request.bytes() : await readChunked(request);
+  if (bytes === null || bytes.byteLength > MAX_BODY_BYTES) return problem(413, BODY_TOO_LARGE, CLOSE);
   let text: string;
   try {
     text = utf8.decode(bytes);
   } catch {
     return problem(400, 'The body is not valid UTF-8.');
   }
-  if (text.trim() === '') return problem(400, 'The body is empty; send a JSON object.');
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
-    return problem(400, 'The body is not valid JSON.');
+    return text.trim() === ''
+      ? problem(400, 'The body is empty; send a JSON object.')
+      : problem(400, 'The body is not valid JSON.');
   }
   // The schema check recurses into the value: thousands of nested arrays overflow the stack there.
   if (nestingDepth(text) > MAX_JSON_DEPTH) {
@@ -92,12 +94,8 @@ export function raiseBodyProblem(body: unknown): void {
   if (typeof body === 'object' && body !== null && problems.has(body)) throw body;
 }
 
-/** The whole body, or null once it passes MAX_BODY_BYTES (chunked bodies have no Content-Length). */
-async function readLimited(request: Request): Promise<Uint8Array | null> {
-  if (request.headers.has('content-length')) {
-    const bytes = await request.bytes();
-    return bytes.byteLength > MAX_BODY_BYTES ? null : bytes;
-  }
+/** A body without Content-Length (chunked), or null once it passes MAX_BODY_BYTES. */
+async function readChunked(request: Request): Promise<Uint8Array | null> {
   if (!request.body) return new Uint8Array(0);
   const chunks: Uint8Array[] = [];
   let size = 0;

@@ -81,6 +81,11 @@ describe('isWellFormedSecret', () => {
   const otherDigit = (c: string) => (c === '0' ? '1' : '0');
   it.each([
     ['a wrong last checksum character', `${good.slice(0, -1)}${otherDigit(good.slice(-1))}`],
+    [
+      'a wrong first checksum character',
+      `${good.slice(0, -6)}${otherDigit(good.slice(-6, -5))}${good.slice(-5)}`,
+    ],
+    ['the checksum of another body', `kgs_${body}${checksumOf(`${body.slice(1)}x`)}`],
     ['a changed body character', `kgs_${otherDigit(body[0] as string)}${body.slice(1)}${good.slice(-6)}`],
     ['one character short', good.slice(0, -1)],
     ['one character long', `${good}0`],
@@ -88,6 +93,10 @@ describe('isWellFormedSecret', () => {
     ['the prefix alone', 'kgs_'],
   ])('refuses a kgs_ secret with %s', (_, secret) => {
     expect(isWellFormedSecret(secret)).toBe(false);
+  });
+
+  it('accepts every secret keygate makes', () => {
+    for (let i = 0; i < 1000; i++) expect(isWellFormedSecret(generateSecret())).toBe(true);
   });
 
   it('lets secrets of the earlier format, and anything without the prefix, through to the store', () => {
