@@ -14,6 +14,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { Elysia, t } from 'elysia';
 import { readBearer, readKeyAndSecret } from '../src/auth/credentials';
 import { minLevelOf } from '../src/auth/forward-auth';
+import { queryOf } from '../src/http/edge';
 import { answered, jsonBody, requestId } from './duties';
 
 const port = Number(process.argv[2] ?? 3902);
@@ -138,12 +139,6 @@ if (duties) {
 }
 app.get('/health', () => {}).listen({ hostname: '127.0.0.1', port });
 console.log(`verify floor${duties ? " with keygate's duties" : ''} (${keys.size} keys) on 127.0.0.1:${port}`);
-
-/** The text after `?`, as keygate's edge passes it to forward-auth. */
-function queryOf(url: string): string {
-  const queryStart = url.indexOf('?');
-  return queryStart === -1 ? '' : url.slice(queryStart + 1);
-}
 
 const REFUSED = { valid: false, code: 'NOT_FOUND' } as const;
 

@@ -3,6 +3,7 @@
 // credential is the request's own headers, as for the /jwt and /key endpoints.
 import { Elysia } from 'elysia';
 import { apiKeyModels, ErrorResponse } from '../apikeys/model';
+import { queryOf } from '../http/edge';
 import { HttpError } from '../http/errors';
 import { readBearer, readKeyAndSecret } from './credentials';
 import type { OnVerdict, Verdict, Verifier } from './verification';
@@ -25,11 +26,7 @@ export function forwardAuthAnswer(verifier: Verifier, onVerdict?: OnVerdict) {
 
 /** The routes as Elysia knows them, for the document (the edge answers these paths itself). */
 export function forwardAuthRoutes(answer: ReturnType<typeof forwardAuthAnswer>) {
-  const handler = ({ request }: { request: Request }) => {
-    const url = request.url;
-    const queryStart = url.indexOf('?');
-    return answer(request, queryStart === -1 ? '' : url.slice(queryStart + 1), {});
-  };
+  const handler = ({ request }: { request: Request }) => answer(request, queryOf(request.url), {});
   const options = {
     // The body is never read, whatever the method and its Content-Type.
     parse: 'none' as const,

@@ -47,11 +47,17 @@ export type DirectRoute = {
   answer(request: Request, query: string, headers: Record<string, string>): Response | Promise<Response>;
 };
 
+/** The text after `?` in a URL, or '' without one: what a direct route is given as its query. */
+export function queryOf(url: string): string {
+  const queryStart = url.indexOf('?');
+  return queryStart === -1 ? '' : url.slice(queryStart + 1);
+}
+
 export type EdgeOptions = {
   /** The direct route for a method and path (the path as sent, without its query), if any. */
-  directRoute?: (method: string, path: string) => DirectRoute | undefined;
+  directRoute: (method: string, path: string) => DirectRoute | undefined;
   /** How the app answers an error (the direct routes' errors are answered the same way). */
-  answerError?: (error: unknown, requestId: string) => Response;
+  answerError: (error: unknown, requestId: string) => Response;
   /** Adds `tokenRefusal` to the request line (LOG_LEVEL=debug). */
   explainTokenRefusals?: boolean;
   /** Metrics: told about each answered request. */
@@ -60,20 +66,10 @@ export type EdgeOptions = {
   keepAlive?: string;
 };
 
-const noDirectRoute = () => undefined;
-
 export function withHttpEdge(
   handle: (request: Request) => Response | Promise<Response>,
   logger: Logger,
-  {
-    directRoute = noDirectRoute,
-    answerError = (error) => {
-      throw error;
-    },
-    explainTokenRefusals = false,
-    observe,
-    keepAlive,
-  }: EdgeOptions = {},
+  { directRoute, answerError, explainTokenRefusals = false, observe, keepAlive }: EdgeOptions,
 ): (request: Request) => Response | Promise<Response> {
   /** The request line and the observation; the edge's headers too unless the route sent them. */
   const finish = (
