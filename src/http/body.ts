@@ -20,19 +20,23 @@ export const BODY_TOO_LARGE = `The body is larger than ${MAX_BODY_BYTES} bytes.`
 export const CLOSE = { connection: 'close' };
 
 /** The parsed JSON value, or a recorded problem for `raiseBodyProblem` to throw later. */
-export async function readJsonBody(request: Request): Promise<unknown> {
+export function readJsonBody(request: Request): Promise<unknown> {
   const contentType = request.headers.get('content-type') ?? '';
   if (!JSON_CONTENT_TYPE.test(contentType)) {
-    return problem(400, 'The Content-Type must be application/json.');
+    return Promise.resolve(problem(400, 'The Content-Type must be application/json.'));
   }
   // The body is decoded as UTF-8 (RFC 8259 §8.1): a request that says it is in another charset is
   // refused rather than silently decoded as something it says it is not.
   const charset = charsetOf(contentType);
   if (charset !== undefined && charset.toLowerCase() !== 'utf-8') {
-    return problem(400, 'The Content-Type charset must be utf-8 (or left out).');
+    return Promise.resolve(problem(400, 'The Content-Type charset must be utf-8 (or left out).'));
   }
   // With a declared length the body is whole in memory (the edge refused it above the limit already).
-  const bytes = request.headers.has('content-length') ? await request.bytes() : await readChunked(request);
+  const bytes = request.headers.has('content-length') ? request.bytes() : readChunked(request);
+  return bytes.then(jsonOf);
+}
+
+function jsonOf(bytes: Uint8Array | null): unknown {
   if (bytes === null || bytes.byteLength > MAX_BODY_BYTES) return problem(413, BODY_TOO_LARGE, CLOSE);
   let text: string;
   try {
@@ -49,10 +53,21 @@ export async function readJsonBody(request: Request): Promise<unknown> {
       : problem(400, 'The body is not valid JSON.');
   }
   // The schema check recurses into the value: thousands of nested arrays overflow the stack there.
-  if (nestingDepth(text) > MAX_JSON_DEPTH) {
+  // A flat object or array (every verify body, every create body) nests one level: no need to look.
+  if (!isFlat(value) && nestingDepth(text) > MAX_JSON_DEPTH) {
     return problem(400, `The body nests deeper than ${MAX_JSON_DEPTH} levels; send a flat JSON object.`);
   }
   return value;
+}
+
+/** True for a value with no object or array inside it. */
+function isFlat(value: unknown): boolean {
+  if (typeof value !== 'object' || value === null) return true;
+  for (const name in value) {
+    const member = (value as Record<string, unknown>)[name];
+    if (typeof member === 'object' && member !== null) return false;
+  }
+  return true;
 }
 
 const MAX_JSON_DEPTH = 32;

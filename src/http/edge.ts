@@ -95,11 +95,11 @@ export function withHttpEdge(
     const status = response.status;
     observe?.(method, route ?? routeTemplates.get(request) ?? UNMATCHED_ROUTE, status, ms / 1000);
     // The line's fields written as JSON directly (as JSON.stringify would, in this order): no object
-    // per request for the logger to copy.
+    // per request for the logger to copy. The id needs no escaping: REQUEST_ID's characters, or a UUID.
     const tokenRefusal = explainTokenRefusals ? tokenRefusals.get(request) : undefined;
     logger.infoJson(
       'request',
-      `"requestId":${JSON.stringify(id)},"method":${JSON.stringify(method)},"path":${JSON.stringify(path)},` +
+      `"requestId":"${id}","method":${JSON.stringify(method)},"path":${JSON.stringify(path)},` +
         `"status":${status},"ms":${Math.round(ms * 100) / 100}` +
         (tokenRefusal === undefined ? '' : `,"tokenRefusal":${JSON.stringify(tokenRefusal)}`),
     );

@@ -191,6 +191,8 @@ describe('request logs', () => {
           body: JSON.stringify({ token: 'not.a.token' }),
         }),
       );
+      // A client id that JSON would have to escape is not taken: the line carries a UUID instead.
+      await keygate.handle(new Request('http://localhost/health', { headers: { 'x-request-id': 'a"b\\c' } }));
       logger.flush();
       await keygate.close();
       const requests = lines.map((line) => JSON.parse(line)).filter((line) => line.msg === 'request');
@@ -198,9 +200,11 @@ describe('request logs', () => {
       expect(requests.map((line) => Object.keys(line))).toEqual([
         fields,
         level === 'debug' ? [...fields, 'tokenRefusal'] : fields,
+        fields,
       ]);
       expect(requests[0]).toMatchObject({ path: '/n%C3%B6pe/%22quoted%22', status: 404 });
       expect(requests[1]).toMatchObject({ requestId: 'given.id-1', path: '/apikeys/verify', status: 200 });
+      expect(requests[2].requestId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
       for (const line of lines) expect(line).toBe(JSON.stringify(JSON.parse(line)));
     }
   });

@@ -25,6 +25,9 @@ describe('POST /apikeys/verify answers 200 with a code', () => {
       code: 'VALID',
       principal: { type: 'key', key: key.key, userId: 42, level: 3, name: 'ci', expiresAt: key.expiresAt },
     });
+    // Written field by field as JSON.stringify writes the verdict: the same bytes, in this order.
+    expect(response.text).toBe(JSON.stringify(response.json));
+    expect(Object.keys(response.json)).toEqual(['result', 'valid', 'code', 'principal']);
   });
 
   it('VALID with the token principal, exp as ISO ms', async () => {
@@ -146,6 +149,24 @@ describe('POST /apikeys/verify answers 400 for a body that is not well formed', 
     );
     expect(response.status).toBe(400);
     expect(((await response.json()) as { result: string }).result).toBe('error');
+  });
+
+  it.each([
+    ['{"token":"t","extra":1,"other":2}', 'Unknown property "extra"'],
+    ['{"__proto__":{},"token":"t"}', 'Unknown property "__proto__"'],
+    [`{"${'x'.repeat(100)}":1}`, `Unknown property "${'x'.repeat(40)}":`],
+    ['{"key":"k","secret":1}', 'secret must be a string.'],
+    ['{"key":"k"}', 'key and secret go together: send both.'],
+  ])('%s: the 400 names the first problem', async (body, message) => {
+    const response = await k.keygate.handle(
+      new Request('http://localhost/apikeys/verify', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      }),
+    );
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: string }).error).toStartWith(message);
   });
 
   it('413 over 16 KiB', async () => {
