@@ -64,7 +64,10 @@ function parseOptions(argv: string[]): Options {
   const env = (name: string, fallback: string) => process.env[`BENCH_${name}`] || fallback;
   const options: Options = {
     duration: Number(env('DURATION', '4')),
-    warmup: Number(env('WARMUP', '1')),
+    // 3 s: the ceiling stays up (and warm) for the whole run, while each case starts a fresh server
+    // that compiles its hot path on the same core in its first seconds; after 1 s keygate's verify was
+    // 0.84-0.88 of its duties floor, after 3-5 s 0.95-0.99 (bench/RESULTS.md, History).
+    warmup: Number(env('WARMUP', '3')),
     rounds: Number(env('ROUNDS', '3')),
     connections: Number(env('CONNECTIONS', '64')),
     users: Number(env('USERS', '1000')),
