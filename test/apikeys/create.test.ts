@@ -131,6 +131,39 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('POST /apikey
     expect(response.json.error).toContain(mentions);
   });
 
+  // Bytes around a name's value: '{"name":"' + bytes + '","level":1,"expiresIn":10}'.
+  const withNameBytes = (...bytes: number[]) =>
+    new Uint8Array([
+      ...new TextEncoder().encode('{"name":"a'),
+      ...bytes,
+      ...new TextEncoder().encode('","level":1,"expiresIn":10}'),
+    ]);
+
+  it.each([
+    ['a lone 0xFF byte', [0xff]],
+    ['a continuation byte alone', [0x80]],
+    ['a truncated four-byte sequence (one U+FFFD for three bytes)', [0xf0, 0x9f, 0x98]],
+    ['an overlong "/"', [0xc0, 0xaf]],
+    ['an encoded surrogate', [0xed, 0xa0, 0x80]],
+    ['a real U+FFFD beside an invalid byte', [0xef, 0xbf, 0xbd, 0xff]],
+  ])('answers 400 for a body that is not UTF-8: %s', async (_, bytes) => {
+    const response = await k.req('POST', path, {
+      headers: { ...(await schemes[scheme]()), 'content-type': 'application/json' },
+      body: withNameBytes(...bytes),
+    });
+    expectError(response, 400);
+    expect(response.json.error).toBe('The body is not valid UTF-8.');
+  });
+
+  it('keeps a U+FFFD the client sent in a name (valid UTF-8: EF BF BD)', async () => {
+    const response = await k.req('POST', path, {
+      headers: { ...(await schemes[scheme]()), 'content-type': 'application/json' },
+      body: withNameBytes(0xef, 0xbf, 0xbd, 0xf0, 0x9f, 0x98, 0x80),
+    });
+    expect(response.status).toBe(201);
+    expect(response.json.apikey.name).toBe('a\uFFFD\u{1F600}');
+  });
+
   it.each([
     ['text/plain', 'text/plain'],
     ['form', 'application/x-www-form-urlencoded'],

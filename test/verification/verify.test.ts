@@ -169,6 +169,28 @@ describe('POST /apikeys/verify answers 400 for a body that is not well formed', 
     expect(((await response.json()) as { error: string }).error).toStartWith(message);
   });
 
+  it.each([
+    ['an invalid byte', [0xff], 400],
+    ['a real U+FFFD beside an invalid byte', [0xef, 0xbf, 0xbd, 0xff], 400],
+    ['a real U+FFFD only (valid UTF-8: a token that fails)', [0xef, 0xbf, 0xbd], 200],
+  ])('a token with %s', async (_, bytes, status) => {
+    const body = new Uint8Array([
+      ...new TextEncoder().encode('{"token":"t'),
+      ...bytes,
+      ...new TextEncoder().encode('"}'),
+    ]);
+    const response = await k.req('POST', '/apikeys/verify', {
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
+    expect(response.status).toBe(status);
+    expect(response.json).toEqual(
+      status === 400
+        ? { result: 'error', error: 'The body is not valid UTF-8.' }
+        : { result: 'success', valid: false, code: 'INVALID_TOKEN' },
+    );
+  });
+
   it('413 over 16 KiB', async () => {
     const response = await verify({ token: 'x'.repeat(17 * 1024) });
     expect(response.status).toBe(413);
