@@ -5,7 +5,9 @@
 // round alike, so the figures are medians of rounds and medians of per-round ratios to the first
 // server. Run it under the load lock:
 //   flock /tmp/keygate-load.lock bun bench/cpu-per-request.ts <verify|forward-auth|create> [--rounds 10]
-//     [--seconds 1] <server> <server> ...
+//     [--seconds 1] [--fresh W] <server> <server> ...
+// --fresh W: as bench/run.ts measures, every server but the ceiling is started anew for each of its
+// windows (on a fresh copy of the database) and warmed up for W s first; the ceiling stays up.
 // server: [name=]what[,VAR=value...], what being
 //   ceiling       bench/ceiling.ts (its POST for verify and create, its GET /health for forward-auth)
 //   floor         bench/verify-floor.ts on the same keys; floor+duties: with keygate's duties (for
@@ -37,20 +39,29 @@ import { wrkOnce } from './wrk';
 const KINDS = ['verify', 'forward-auth', 'create'] as const;
 type Kind = (typeof KINDS)[number];
 const USAGE =
-  'usage: cpu-per-request.ts <verify|forward-auth|create> [--rounds N] [--seconds S] [name=]server[,VAR=value...] ...';
+  'usage: cpu-per-request.ts <verify|forward-auth|create> [--rounds N] [--seconds S] [--fresh W] [name=]server[,VAR=value...] ...';
 
 const args = process.argv.slice(2);
 const kind = args.shift() as Kind;
 let rounds = 10;
 let seconds = 1;
+let fresh: number | undefined;
 const specs: string[] = [];
 while (args.length > 0) {
   const arg = args.shift() as string;
   if (arg === '--rounds') rounds = Number(args.shift());
   else if (arg === '--seconds') seconds = Number(args.shift());
+  else if (arg === '--fresh') fresh = Number(args.shift());
   else specs.push(arg);
 }
-if (!KINDS.includes(kind) || specs.length === 0 || !(rounds >= 1) || !(seconds >= 1)) throw new Error(USAGE);
+if (
+  !KINDS.includes(kind) ||
+  specs.length === 0 ||
+  !(rounds >= 1) ||
+  !(seconds >= 1) ||
+  (fresh !== undefined && !(fresh >= 1))
+)
+  throw new Error(USAGE);
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-cpu-'));
 const template = join(dir, 'keys.db');
@@ -85,7 +96,18 @@ writeFileSync(bearerFile, `${bearers.join('\n')}\n`);
 
 /** What wrk runs against a server: a script of bench/lua, the URL, the script's arguments. */
 type Load = { script: string; url: string; args: string[] };
-type Server = { name: string; child: Subprocess; url: string; load: Load; cpu: number[]; rps: number[] };
+type Server = {
+  name: string;
+  what: string;
+  settings: Record<string, string>;
+  port: number;
+  db: string;
+  child: Subprocess;
+  url: string;
+  load: Load;
+  cpu: number[];
+  rps: number[];
+};
 
 const servers: Server[] = specs.map((spec, index) => {
   const [head = '', ...settings] = spec.split(',');
@@ -94,22 +116,38 @@ const servers: Server[] = specs.map((spec, index) => {
   const name = equals === -1 ? what : head.slice(0, equals);
   const port = 4600 + (process.pid % 300) + index;
   const db = join(dir, `${index}.db`);
-  copyFileSync(template, db);
   const url = `http://127.0.0.1:${port}`;
-  const child = Bun.spawn(['taskset', '-c', '0', ...commandOf(what, port, db)], {
+  const server = {
+    name,
+    what,
+    settings: Object.fromEntries(settings.map((setting) => setting.split('=', 2))),
+    port,
+    db,
+    url,
+    load: loadOf(what, url),
+    cpu: [],
+    rps: [],
+  };
+  return { ...server, child: start(server) };
+});
+
+/** Starts the server on a fresh copy of the template database. */
+function start({ what, settings, port, db }: Omit<Server, 'child'>): Subprocess {
+  copyFileSync(template, db);
+  for (const suffix of ['-wal', '-shm']) rmSync(`${db}${suffix}`, { force: true });
+  return Bun.spawn(['taskset', '-c', '0', ...commandOf(what, port, db)], {
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOST: '127.0.0.1',
       PORT: String(port),
       DATABASE_URL: db,
       JWT_SECRET: jwtSecret,
-      ...Object.fromEntries(settings.map((setting) => setting.split('=', 2))),
+      ...settings,
     },
-    stdout: Bun.file(join(dir, `${index}.log`)),
+    stdout: Bun.file(`${db}.log`),
     stderr: 'inherit',
   });
-  return { name, child, url, load: loadOf(what, url), cpu: [], rps: [] };
-});
+}
 
 function commandOf(what: string, port: number, db: string): string[] {
   if (what === 'ceiling') return ['bun', join(import.meta.dir, 'ceiling.ts')];
@@ -149,6 +187,16 @@ function cpuUs(pid: number): number {
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
+/** With --fresh, restarts the server and warms it up; else it stays up (warmed once at the start). */
+async function restart(server: Server): Promise<void> {
+  if (fresh === undefined || server.what === 'ceiling') return;
+  server.child.kill('SIGTERM');
+  await server.child.exited;
+  server.child = start(server);
+  await waitForAnswer(server.url);
+  drive(server, fresh);
+}
+
 try {
   for (const server of servers) await waitForAnswer(server.url);
   for (const server of servers) drive(server, 2); // warm-up
@@ -157,6 +205,7 @@ try {
     // place moves CPU per request by ~6%: the server driven just before is still finishing its work).
     for (let place = 0; place < servers.length; place++) {
       const server = servers[(round + place) % servers.length] as Server;
+      await restart(server);
       const before = cpuUs(server.child.pid);
       const run = drive(server, seconds);
       const used = cpuUs(server.child.pid) - before;
