@@ -71,8 +71,9 @@ export function createKeyCache({
 
   return {
     /**
-     * The stored row for `id`, or undefined when there is none: at once from memory, as a promise when
-     * the store is read (the hot path, a hit, allocates no promise).
+     * The stored row for `id`, or undefined when there is none: at once from memory or from a store
+     * that reads synchronously, as a promise when the store answers later (the hot path, a hit,
+     * allocates no promise). A store's failure is thrown, or rejected, as the store gave it.
      */
     find(id: string): ApiKeyRow | undefined | Promise<ApiKeyRow | undefined> {
       const entry = known.get(id) ?? unknown.get(id);
@@ -87,8 +88,14 @@ export function createKeyCache({
       onLookup?.(false); // a read joined while in flight still waits for the store
       const pending = reads.get(id);
       if (pending !== undefined) return pending.promise;
+      const found = store.findKey(id);
+      // A synchronous read (SQLite) is answered and kept at once: nothing can evict its id meanwhile.
+      if (!(found instanceof Promise)) {
+        remember(id, found);
+        return found;
+      }
       const read: Read = { stale: false, promise: Promise.resolve(undefined) };
-      read.promise = store.findKey(id).then(
+      read.promise = found.then(
         (row) => {
           if (reads.get(id) === read) reads.delete(id);
           if (!read.stale) remember(id, row);

@@ -59,7 +59,7 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
     authenticateKey(key: string, secret: string): KeyAuthentication | Promise<KeyAuthentication> {
       if (!isWellFormedSecret(secret)) return NOT_FOUND;
       const row = KEY_ID_PATTERN.test(key) ? keys.find(key) : undefined;
-      // A key cache hit answers at once: no promise on the hot path.
+      // A key cache hit, or a read of a synchronous store (SQLite), answers at once: no promise.
       return row instanceof Promise
         ? row.then((found) => authenticationOf(secret, found))
         : authenticationOf(secret, row);

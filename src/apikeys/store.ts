@@ -45,7 +45,12 @@ export type RotationOutcome = 'rotated' | 'not-found' | 'limit-reached';
 export type KeysChangedListener = (ids: readonly string[] | 'all') => void;
 
 export interface ApiKeyStore {
-  findKey(id: string): Promise<ApiKeyRow | undefined>;
+  /**
+   * The row, at once where the engine reads synchronously (SQLite: one lookup by primary key, no
+   * promise for the key cache to wait on), else as a promise (PostgreSQL). Failures are thrown, or
+   * rejected, as `StoreUnavailableError` when the database cannot answer.
+   */
+  findKey(id: string): ApiKeyRow | undefined | Promise<ApiKeyRow | undefined>;
 
   /** Newest first by (createdAt, id), strictly after `after`. */
   listLiveKeys(query: ListQuery): Promise<ApiKeyRow[]>;

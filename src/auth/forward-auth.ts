@@ -55,7 +55,7 @@ export function forwardAuthRoutes(answer: ReturnType<typeof forwardAuthAnswer>) 
 
 /**
  * Credentials first (401, 403), then the query (400), then the level (403). At once for a key in the
- * key cache (no promise on the hot path), else a promise.
+ * key cache or read from a synchronous store (no promise), else a promise.
  */
 function verdictOf(
   verifier: Verifier,

@@ -31,7 +31,7 @@ export function createVerifier({
   service: Pick<ApiKeyService, 'authenticateKey'>;
 }) {
   return {
-    /** At once on a key cache hit (no promise on the hot path), else a promise. */
+    /** At once on a key cache hit or a synchronous store's read (no promise), else a promise. */
     verifyKey(key: string, secret: string, minLevel: number): Verdict | Promise<Verdict> {
       const outcome = service.authenticateKey(key, secret);
       return outcome instanceof Promise

@@ -153,7 +153,7 @@ export function createSqliteApiKeyStore(
     (rowsHeld.get({ userId })?.keys ?? 0) < limit || liveCount(userId, now) < limit;
 
   return {
-    async findKey(id) {
+    findKey(id) {
       try {
         return findById.get({ id });
       } catch (error) {

@@ -14,12 +14,12 @@ const row = (id: string, level = 1): ApiKeyRow => ({
   expiresAt: 1e15,
 });
 
-/** A store whose reads are counted, and held until released when `hold` is on. */
+/** A store whose reads are counted, answered at once when `sync` is on (as SQLite's), and held until released when `hold` is on. */
 function fakeStore(rows: ApiKeyRow[]) {
   const table = new Map(rows.map((r) => [r.id, r]));
   const listeners: KeysChangedListener[] = [];
   const held: Array<() => void> = [];
-  const state = { reads: 0, hold: false };
+  const state = { reads: 0, hold: false, sync: false };
   return {
     state,
     table,
@@ -29,9 +29,10 @@ function fakeStore(rows: ApiKeyRow[]) {
     announce: (ids: string[]) => {
       for (const listener of listeners) listener(ids);
     },
-    findKey(id: string): Promise<ApiKeyRow | undefined> {
+    findKey(id: string): ApiKeyRow | undefined | Promise<ApiKeyRow | undefined> {
       state.reads++;
       const value = table.get(id);
+      if (state.sync) return value;
       if (!state.hold) return Promise.resolve(value);
       // The row as it was when the read ran; the answer arrives later.
       return new Promise((resolve) => held.push(() => resolve(value)));
@@ -134,6 +135,36 @@ describe('key cache', () => {
     const [first, second] = await both;
     expect(first?.id).toBe('kg_b');
     expect(second).toBe(first);
+    expect(store.state.reads).toBe(1);
+  });
+
+  it('answers and keeps a synchronous read (SQLite) at once, with no promise', () => {
+    const { store, time, cache } = setup({ ttlSeconds: 10 });
+    store.state.sync = true;
+    const first = cache.find('kg_a');
+    expect(first).not.toBeInstanceOf(Promise);
+    expect((first as ApiKeyRow).id).toBe('kg_a');
+    expect(cache.find('kg_zz')).toBeUndefined();
+    expect(cache.find('kg_a')).toBe(first as ApiKeyRow);
+    expect(store.state.reads).toBe(2); // kept: the second lookup of kg_a did not read
+    expect(cache.size()).toEqual({ keys: 1, unknown: 1 });
+    store.announce(['kg_a']); // evicted like any other row
+    store.table.set('kg_a', row('kg_a', 7));
+    expect((cache.find('kg_a') as ApiKeyRow).level).toBe(7);
+    time.now += 10_000; // and read again once the TTL has passed
+    cache.find('kg_a');
+    expect(store.state.reads).toBe(4);
+  });
+
+  it("throws a synchronous store's failure, and caches nothing from it", async () => {
+    const { store, cache } = setup();
+    const findKey = store.findKey;
+    store.findKey = () => {
+      throw new Error('database gone');
+    };
+    expect(() => cache.find('kg_a')).toThrow('database gone');
+    store.findKey = findKey;
+    expect((await cache.find('kg_a'))?.id).toBe('kg_a');
     expect(store.state.reads).toBe(1);
   });
 

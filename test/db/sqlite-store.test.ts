@@ -1,4 +1,4 @@
-// The SQLite ApiKeyStore's own promises: rotation is one transaction, it re-checks the previous key
+// The SQLite ApiKeyStore's own promises: a key is read synchronously, rotation is one transaction, it re-checks the previous key
 // inside it, and change events arrive after the commit and before the writer's promise resolves.
 import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import type { ApiKeyStore } from '../../src/apikeys/store';
@@ -15,6 +15,16 @@ beforeEach(() => {
 afterEach(async () => {
   await store.drained();
   db.$client.close();
+});
+
+describe('findKey', () => {
+  it('answers at once, not with a promise (the key cache keeps the row without waiting)', async () => {
+    await store.insertKeyWithinLimit(row(id(1)), 10);
+    const found = store.findKey(id(1));
+    expect(found).not.toBeInstanceOf(Promise);
+    expect((found as { id: string }).id).toBe(id(1));
+    expect(store.findKey(id(2))).toBeUndefined();
+  });
 });
 
 describe('rotateKey', () => {

@@ -1,6 +1,7 @@
 // The HTTP surface around the endpoints: 404s, health, the OpenAPI document, BASE_PATH, request ids,
 // security headers, and request logs that never carry a secret, a token or an Authorization header.
 import { describe, expect, it } from 'bun:test';
+import { StoreUnavailableError } from '../../src/apikeys/store';
 import { loadConfig } from '../../src/config';
 import { createKeygate } from '../../src/keygate';
 import { createLogger } from '../../src/log';
@@ -236,6 +237,70 @@ describe('unexpected errors', () => {
     await Bun.sleep(0);
     expect(lines.join('')).toContain('kaboom in the store');
   });
+});
+
+describe('a key read that fails at once (SQLite reads synchronously)', () => {
+  const KEY = 'kg_0000000000000000000000';
+  const basic = `Basic ${Buffer.from(`${KEY}:secret`).toString('base64')}`;
+  const requests: Array<[string, () => Request]> = [
+    [
+      'verify',
+      () =>
+        new Request('http://localhost/apikeys/verify', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ key: KEY, secret: 'secret' }),
+        }),
+    ],
+    [
+      'forward-auth',
+      () => new Request('http://localhost/forward-auth', { headers: { authorization: basic } }),
+    ],
+    [
+      'create via key',
+      () =>
+        new Request('http://localhost/apikeys/key', {
+          method: 'POST',
+          headers: { authorization: basic, 'content-type': 'application/json' },
+          body: JSON.stringify({ name: 'x', level: 1, expiresIn: 60 }),
+        }),
+    ],
+  ];
+
+  it.each(requests)(
+    '%s: 503 with Retry-After when the database is unavailable, 500 for anything else',
+    async (_, request) => {
+      const lines: string[] = [];
+      const config = loadConfig({ DATABASE_URL: ':memory:', JWT_SECRET, KEY_CACHE_SECONDS: '0' });
+      const keygate = await createKeygate(config, {
+        jwtSecret: JWT_SECRET,
+        logger: createLogger('error', (chunk) => lines.push(chunk)),
+      });
+      try {
+        keygate.store.findKey = () => {
+          throw new StoreUnavailableError('SQLITE_BUSY');
+        };
+        const unavailable = await keygate.handle(request());
+        expect(unavailable.status).toBe(503);
+        expect(unavailable.headers.get('retry-after')).not.toBeNull();
+        expect(((await unavailable.json()) as { result: string }).result).toBe('error');
+        keygate.store.findKey = () => {
+          throw new Error('kaboom in the store');
+        };
+        const failed = await keygate.handle(request());
+        expect(failed.status).toBe(500);
+        const body = (await failed.json()) as { result: string; error: string };
+        expect(body).toEqual({
+          result: 'error',
+          error: expect.stringContaining(failed.headers.get('x-request-id') as string),
+        });
+        await Bun.sleep(0);
+        expect(lines.join('')).toContain('kaboom in the store');
+      } finally {
+        await keygate.close();
+      }
+    },
+  );
 });
 
 describe('short Host headers', () => {
