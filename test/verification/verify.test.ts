@@ -158,15 +158,9 @@ describe('POST /apikeys/verify answers 400 for a body that is not well formed', 
     ['{"key":"k","secret":1}', 'secret must be a string.'],
     ['{"key":"k"}', 'key and secret go together: send both.'],
   ])('%s: the 400 names the first problem', async (body, message) => {
-    const response = await k.keygate.handle(
-      new Request('http://localhost/apikeys/verify', {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body,
-      }),
-    );
+    const response = await verify(body);
     expect(response.status).toBe(400);
-    expect(((await response.json()) as { error: string }).error).toStartWith(message);
+    expect(response.json.error).toStartWith(message);
   });
 
   it.each([
@@ -179,10 +173,7 @@ describe('POST /apikeys/verify answers 400 for a body that is not well formed', 
       ...bytes,
       ...new TextEncoder().encode('"}'),
     ]);
-    const response = await k.req('POST', '/apikeys/verify', {
-      headers: { 'content-type': 'application/json' },
-      body,
-    });
+    const response = await verify(body, { 'content-type': 'application/json' });
     expect(response.status).toBe(status);
     expect(response.json).toEqual(
       status === 400
