@@ -8,10 +8,15 @@
 //     [--seconds 1] [--fresh W] <server> <server> ...
 // --fresh W: as bench/run.ts measures, every server but the ceiling is started anew for each of its
 // windows (on a fresh copy of the database) and warmed up for W s first; the ceiling stays up.
+// --paired (verify, forward-auth; needs the ceiling among the servers): each other server is driven
+// at the same time as the ceiling, both on CPU 0 and two wrk on CPU 1, and compared with the ceiling
+// of the same window. Whatever else the host runs then slows both alike, so the ratios hold still
+// where figures taken one after the other swing by tens of percent.
 // server: [name=]what[,VAR=value...], what being
 //   ceiling       bench/ceiling.ts (its POST for verify and create, its GET /health for forward-auth)
 //   floor         bench/verify-floor.ts on the same keys; floor+duties: with keygate's duties (for
-//                 create: bench/durable-floor.ts on a copy of the same keygate file, with or without)
+//                 create: bench/durable-floor.ts on a copy of the same keygate file, with or without);
+//                 bare+duties: with keygate's duties on a bare Bun.serve (verify, forward-auth)
 //   a directory   a keygate checkout, from source (its src/cli.ts serve)
 //   a file        a keygate binary (`serve`)
 // and VAR=value settings for that server (e.g. KEY_CACHE_SECONDS=3600: no round falls on the key
@@ -34,24 +39,26 @@ import type { Subprocess } from 'bun';
 import { createJwtAuthority } from '../src/auth/jwt';
 import { systemClock } from '../src/clock';
 import { seedKeys } from './seed';
-import { wrkOnce } from './wrk';
+import { type WrkRun, wrkAlongside, wrkOnce } from './wrk';
 
 const KINDS = ['verify', 'forward-auth', 'create'] as const;
 type Kind = (typeof KINDS)[number];
 const USAGE =
-  'usage: cpu-per-request.ts <verify|forward-auth|create> [--rounds N] [--seconds S] [--fresh W] [name=]server[,VAR=value...] ...';
+  'usage: cpu-per-request.ts <verify|forward-auth|create> [--rounds N] [--seconds S] [--fresh W] [--paired] [name=]server[,VAR=value...] ...';
 
 const args = process.argv.slice(2);
 const kind = args.shift() as Kind;
 let rounds = 10;
 let seconds = 1;
 let fresh: number | undefined;
+let paired = false;
 const specs: string[] = [];
 while (args.length > 0) {
   const arg = args.shift() as string;
   if (arg === '--rounds') rounds = Number(args.shift());
   else if (arg === '--seconds') seconds = Number(args.shift());
   else if (arg === '--fresh') fresh = Number(args.shift());
+  else if (arg === '--paired') paired = true;
   else specs.push(arg);
 }
 if (
@@ -59,7 +66,8 @@ if (
   specs.length === 0 ||
   !(rounds >= 1) ||
   !(seconds >= 1) ||
-  (fresh !== undefined && !(fresh >= 1))
+  (fresh !== undefined && !(fresh >= 1)) ||
+  (paired && (kind === 'create' || specs.filter((spec) => spec.split(',')[0] === 'ceiling').length !== 1))
 )
   throw new Error(USAGE);
 
@@ -107,6 +115,8 @@ type Server = {
   load: Load;
   cpu: number[];
   rps: number[];
+  /** --paired: each window's req/s ÷ the ceiling's, and the ceiling's CPU per request ÷ this one's. */
+  beside: { rps: number[]; cost: number[] };
 };
 
 const servers: Server[] = specs.map((spec, index) => {
@@ -127,6 +137,7 @@ const servers: Server[] = specs.map((spec, index) => {
     load: loadOf(what, url),
     cpu: [],
     rps: [],
+    beside: { rps: [], cost: [] },
   };
   return { ...server, child: start(server) };
 });
@@ -158,6 +169,7 @@ function commandOf(what: string, port: number, db: string): string[] {
   const floor = join(import.meta.dir, 'verify-floor.ts');
   if (what === 'floor') return ['bun', floor, String(port), db];
   if (what === 'floor+duties') return ['bun', floor, String(port), db, 'duties'];
+  if (what === 'bare+duties' && kind !== 'create') return ['bun', floor, String(port), db, 'duties', 'bare'];
   if (existsSync(what) && statSync(what).isDirectory())
     return ['bun', join(resolve(what), 'src', 'cli.ts'), 'serve'];
   if (existsSync(what)) return [resolve(what), 'serve'];
@@ -197,34 +209,57 @@ async function restart(server: Server): Promise<void> {
   drive(server, fresh);
 }
 
+/** One window of the server's load (with --paired, the ceiling's at the same time); figures kept. */
+async function measure(server: Server, ceiling: Server | undefined): Promise<void> {
+  const driven = ceiling === undefined ? [server] : [server, ceiling];
+  const before = driven.map(({ child }) => cpuUs(child.pid));
+  const runs = await Promise.all(
+    driven.map(({ load }) => wrkAlongside(load.url, load.script, load.args, seconds)),
+  );
+  driven.forEach((each, i) => {
+    const run = runs[i] as WrkRun;
+    if (run.non2xx > 0) console.log(`${each.name}: ${run.non2xx} answers were not 2xx`);
+    each.cpu.push((cpuUs(each.child.pid) - (before[i] as number)) / run.requests);
+    each.rps.push(run.requests / (run.durationUs / 1e6));
+  });
+  if (ceiling === undefined) return;
+  server.beside.rps.push((server.rps.at(-1) as number) / (ceiling.rps.at(-1) as number));
+  server.beside.cost.push((ceiling.cpu.at(-1) as number) / (server.cpu.at(-1) as number));
+}
+
+const spread = (values: number[]) =>
+  `×${median(values).toFixed(3)} (${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)})`;
+
 try {
   for (const server of servers) await waitForAnswer(server.url);
   // Warm-up, for the servers that stay up (the others are warmed up as each starts anew).
   for (const server of servers) if (fresh === undefined || server.what === 'ceiling') drive(server, 2);
+  const ceiling = paired ? servers.find(({ what }) => what === 'ceiling') : undefined;
+  const measured = servers.filter((server) => server !== ceiling);
   for (let round = 0; round < rounds; round++) {
     // Each round starts one server later, so every server takes every place in the order alike (the
     // place moves CPU per request by ~6%: the server driven just before is still finishing its work).
-    for (let place = 0; place < servers.length; place++) {
-      const server = servers[(round + place) % servers.length] as Server;
+    for (let place = 0; place < measured.length; place++) {
+      const server = measured[(round + place) % measured.length] as Server;
       await restart(server);
-      const before = cpuUs(server.child.pid);
-      const run = drive(server, seconds);
-      const used = cpuUs(server.child.pid) - before;
-      if (run.non2xx > 0) console.log(`${server.name}: ${run.non2xx} answers were not 2xx`);
-      server.cpu.push(used / run.requests);
-      server.rps.push(run.requests / (run.durationUs / 1e6));
+      await measure(server, ceiling);
     }
   }
   const [first] = servers as [Server];
   for (const server of servers) {
     const ratios =
-      server === first
-        ? ''
-        : `  ÷ ${first.name}: req/s ×${median(server.rps.map((rps, i) => rps / (first.rps[i] as number))).toFixed(3)}, ` +
-          `CPU ×${median(server.cpu.map((cpu, i) => cpu / (first.cpu[i] as number))).toFixed(3)}`;
+      ceiling !== undefined
+        ? server === ceiling
+          ? ''
+          : `  beside the ceiling, same windows: req/s ${spread(server.beside.rps)}, ` +
+            `the ceiling's CPU per request ÷ its own ${spread(server.beside.cost)}`
+        : server === first
+          ? ''
+          : `  ÷ ${first.name}: req/s ×${median(server.rps.map((rps, i) => rps / (first.rps[i] as number))).toFixed(3)}, ` +
+            `CPU ×${median(server.cpu.map((cpu, i) => cpu / (first.cpu[i] as number))).toFixed(3)}`;
     console.log(
       `${server.name}: ${median(server.cpu).toFixed(2)} µs CPU/request, ${Math.round(median(server.rps))} req/s` +
-        ` (medians of ${rounds} rounds)${ratios}`,
+        ` (medians of ${server.rps.length} windows)${ratios}`,
     );
   }
 } finally {

@@ -7,8 +7,10 @@
 // line with its request id, Cache-Control, the README's headers) and reads the verify body as
 // keygate does (Content-Type checked, strict UTF-8), and forward-auth's credential as keygate reads
 // it, its minLevel and its five identity headers (the contract, §8). That is the least a verify or
-// forward-auth answer can cost here while keeping those promises.
-//   taskset -c 0 bun bench/verify-floor.ts <port> <keygate database file> [duties]
+// forward-auth answer can cost here while keeping those promises. With `bare` too, the same answers
+// come from a bare `Bun.serve` (the route found by method and path, as keygate's edge finds verify's
+// and forward-auth's), with no Elysia in between.
+//   taskset -c 0 bun bench/verify-floor.ts <port> <keygate database file> [duties [bare]]
 import { Database } from 'bun:sqlite';
 import { timingSafeEqual } from 'node:crypto';
 import { Elysia, t } from 'elysia';
@@ -20,8 +22,9 @@ import { answered, jsonBody, requestId } from './duties';
 const port = Number(process.argv[2] ?? 3902);
 const file = process.argv[3];
 const duties = process.argv[4] === 'duties';
+const bare = duties && process.argv[5] === 'bare';
 if (file === undefined)
-  throw new Error('usage: bun bench/verify-floor.ts <port> <keygate database file> [duties]');
+  throw new Error('usage: bun bench/verify-floor.ts <port> <keygate database file> [duties [bare]]');
 
 type Key = { hash: Uint8Array; userId: number; level: number; name: string; expiresAt: number };
 const keys = new Map<string, Key>();
@@ -67,78 +70,98 @@ function check(id: string, secret: string) {
   return { valid: true, code: 'VALID', principal } as const;
 }
 
-const app = new Elysia({ normalize: false });
-if (duties) {
-  app
-    .post(
-      '/apikeys/verify',
-      async ({ request }) => {
-        const started = performance.now();
-        const id = requestId(request);
-        const body = (await jsonBody(request)) as { key?: unknown; secret?: unknown } | undefined;
-        if (body === undefined) {
-          return answered(request, id, started, 400, {
-            result: 'error',
-            error: 'The Content-Type must be application/json.',
-          });
-        }
-        if (typeof body.key !== 'string' || typeof body.secret !== 'string') {
-          return answered(request, id, started, 400, {
-            result: 'error',
-            error: 'key and secret go together: send both.',
-          });
-        }
-        return answered(request, id, started, 200, { result: 'success', ...check(body.key, body.secret) });
-      },
-      { parse: 'none' },
-    )
-    .get('/forward-auth', ({ request }) => {
-      const started = performance.now();
-      const id = requestId(request);
-      // And what the contract asks of forward-auth itself (§8): the credential read as §4 reads it,
-      // minLevel from the query (keygate's own readers; the bench sends no query), and all five
-      // identity headers.
-      const verdict = strictKeyVerdict(request);
-      if (!verdict.valid || verdict.principal.level < minLevelOf(queryOf(request.url))) {
-        return answered(request, id, started, 403, {
-          result: 'error',
-          error: 'The API key or secret is not valid.',
-        });
-      }
-      const { principal } = verdict;
-      return answered(
-        request,
-        id,
-        started,
-        200,
-        { result: 'success', principal },
-        {
-          'x-keygate-user-id': String(principal.userId),
-          'x-keygate-level': String(principal.level),
-          'x-keygate-auth': principal.type,
-          'x-keygate-key': principal.key,
-          'x-keygate-expires-at': principal.expiresAt,
-        },
-      );
+/** A verify answer with keygate's duties: its body read as keygate reads one. */
+async function verifyWithDuties(request: Request): Promise<Response> {
+  const started = performance.now();
+  const id = requestId(request);
+  const body = (await jsonBody(request)) as { key?: unknown; secret?: unknown } | undefined;
+  if (body === undefined) {
+    return answered(request, id, started, 400, {
+      result: 'error',
+      error: 'The Content-Type must be application/json.',
     });
-} else {
-  app
-    .post('/apikeys/verify', ({ body }) => ({ result: 'success', ...check(body.key, body.secret) }), {
-      body: t.Object({ key: t.String(), secret: t.String() }, { additionalProperties: false }),
-    })
-    .get('/forward-auth', ({ request, set }) => {
-      const verdict = basicVerdict(request);
-      if (!verdict.valid) {
-        set.status = 403;
-        return { result: 'error', error: 'The API key or secret is not valid.' };
-      }
-      set.headers['x-keygate-user-id'] = String(verdict.principal.userId);
-      set.headers['x-keygate-level'] = String(verdict.principal.level);
-      return { result: 'success', principal: verdict.principal };
+  }
+  if (typeof body.key !== 'string' || typeof body.secret !== 'string') {
+    return answered(request, id, started, 400, {
+      result: 'error',
+      error: 'key and secret go together: send both.',
     });
+  }
+  return answered(request, id, started, 200, { result: 'success', ...check(body.key, body.secret) });
 }
-app.get('/health', () => {}).listen({ hostname: '127.0.0.1', port });
-console.log(`verify floor${duties ? " with keygate's duties" : ''} (${keys.size} keys) on 127.0.0.1:${port}`);
+
+/** A forward-auth answer with keygate's duties and what the contract asks of forward-auth (§8). */
+function forwardAuthWithDuties(request: Request): Response {
+  const started = performance.now();
+  const id = requestId(request);
+  // The credential read as §4 reads it, minLevel from the query (keygate's own readers; the bench
+  // sends no query), and all five identity headers.
+  const verdict = strictKeyVerdict(request);
+  if (!verdict.valid || verdict.principal.level < minLevelOf(queryOf(request.url))) {
+    return answered(request, id, started, 403, {
+      result: 'error',
+      error: 'The API key or secret is not valid.',
+    });
+  }
+  const { principal } = verdict;
+  return answered(
+    request,
+    id,
+    started,
+    200,
+    { result: 'success', principal },
+    {
+      'x-keygate-user-id': String(principal.userId),
+      'x-keygate-level': String(principal.level),
+      'x-keygate-auth': principal.type,
+      'x-keygate-key': principal.key,
+      'x-keygate-expires-at': principal.expiresAt,
+    },
+  );
+}
+
+if (bare) {
+  Bun.serve({
+    hostname: '127.0.0.1',
+    port,
+    development: false,
+    fetch(request) {
+      const url = request.url;
+      const pathStart = url.indexOf('/', url.indexOf('//') + 2);
+      const queryStart = url.indexOf('?', pathStart);
+      const path = queryStart === -1 ? url.slice(pathStart) : url.slice(pathStart, queryStart);
+      if (request.method === 'POST' && path === '/apikeys/verify') return verifyWithDuties(request);
+      if (request.method === 'GET' && path === '/forward-auth') return forwardAuthWithDuties(request);
+      return new Response(null, { status: path === '/health' ? 200 : 404 });
+    },
+  });
+} else {
+  const app = new Elysia({ normalize: false });
+  if (duties) {
+    app
+      .post('/apikeys/verify', ({ request }) => verifyWithDuties(request), { parse: 'none' })
+      .get('/forward-auth', ({ request }) => forwardAuthWithDuties(request));
+  } else {
+    app
+      .post('/apikeys/verify', ({ body }) => ({ result: 'success', ...check(body.key, body.secret) }), {
+        body: t.Object({ key: t.String(), secret: t.String() }, { additionalProperties: false }),
+      })
+      .get('/forward-auth', ({ request, set }) => {
+        const verdict = basicVerdict(request);
+        if (!verdict.valid) {
+          set.status = 403;
+          return { result: 'error', error: 'The API key or secret is not valid.' };
+        }
+        set.headers['x-keygate-user-id'] = String(verdict.principal.userId);
+        set.headers['x-keygate-level'] = String(verdict.principal.level);
+        return { result: 'success', principal: verdict.principal };
+      });
+  }
+  app.get('/health', () => {}).listen({ hostname: '127.0.0.1', port });
+}
+console.log(
+  `verify floor${duties ? " with keygate's duties" : ''}${bare ? ' on a bare Bun.serve' : ''} (${keys.size} keys) on 127.0.0.1:${port}`,
+);
 
 const REFUSED = { valid: false, code: 'NOT_FOUND' } as const;
 

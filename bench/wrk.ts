@@ -7,7 +7,22 @@ export type WrkRun = { line: string; requests: number; durationUs: number; non2x
 
 /** `url` with `bench/lua/<script>` and its args for `seconds`; throws when wrk printed no figures. */
 export function wrkOnce(url: string, script: string, args: string[], seconds: number): WrkRun {
-  const out = Bun.spawnSync([
+  return figuresOf(url, Bun.spawnSync(commandOf(url, script, args, seconds)).stdout.toString());
+}
+
+/** The same run, started at once: for two loads driven side by side. */
+export async function wrkAlongside(
+  url: string,
+  script: string,
+  args: string[],
+  seconds: number,
+): Promise<WrkRun> {
+  const child = Bun.spawn(commandOf(url, script, args, seconds), { stdout: 'pipe' });
+  return figuresOf(url, await new Response(child.stdout).text());
+}
+
+function commandOf(url: string, script: string, args: string[], seconds: number): string[] {
+  return [
     'taskset',
     '-c',
     '1',
@@ -20,7 +35,10 @@ export function wrkOnce(url: string, script: string, args: string[], seconds: nu
     url,
     '--',
     ...args,
-  ]).stdout.toString();
+  ];
+}
+
+function figuresOf(url: string, out: string): WrkRun {
   const line = out.split('\n').find((l) => l.startsWith('BENCH_JSON '));
   if (line === undefined) throw new Error(`wrk gave no figures for ${url}:\n${out}`);
   const run = JSON.parse(line.slice('BENCH_JSON '.length));
