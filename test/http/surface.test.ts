@@ -211,14 +211,18 @@ describe('request logs', () => {
   });
 });
 
+/** A keygate on an in-memory database whose error lines are kept in `lines` (`logger.flush()` writes them). */
+async function keygateKeepingErrors(settings: Record<string, string> = {}) {
+  const lines: string[] = [];
+  const logger = createLogger('error', (chunk) => lines.push(chunk));
+  const config = loadConfig({ DATABASE_URL: ':memory:', JWT_SECRET, ...settings });
+  const keygate = await createKeygate(config, { jwtSecret: JWT_SECRET, logger });
+  return { keygate, lines, logger };
+}
+
 describe('unexpected errors', () => {
   it('answer 500 with a generic sentence and the request id, and log the stack', async () => {
-    const lines: string[] = [];
-    const config = loadConfig({ DATABASE_URL: ':memory:', JWT_SECRET });
-    const keygate = await createKeygate(config, {
-      jwtSecret: JWT_SECRET,
-      logger: createLogger('error', (chunk) => lines.push(chunk)),
-    });
+    const { keygate, lines, logger } = await keygateKeepingErrors();
     keygate.store.findKey = () => {
       throw new Error('kaboom in the store');
     };
@@ -234,7 +238,7 @@ describe('unexpected errors', () => {
     expect(body.result).toBe('error');
     expect(body.error).not.toContain('kaboom');
     expect(body.error).toContain(response.headers.get('x-request-id') as string);
-    await Bun.sleep(0);
+    logger.flush();
     expect(lines.join('')).toContain('kaboom in the store');
   });
 });
@@ -270,12 +274,7 @@ describe('a key read that fails at once (SQLite reads synchronously)', () => {
   it.each(requests)(
     '%s: 503 with Retry-After when the database is unavailable, 500 for anything else',
     async (_, request) => {
-      const lines: string[] = [];
-      const config = loadConfig({ DATABASE_URL: ':memory:', JWT_SECRET, KEY_CACHE_SECONDS: '0' });
-      const keygate = await createKeygate(config, {
-        jwtSecret: JWT_SECRET,
-        logger: createLogger('error', (chunk) => lines.push(chunk)),
-      });
+      const { keygate, lines, logger } = await keygateKeepingErrors({ KEY_CACHE_SECONDS: '0' });
       try {
         keygate.store.findKey = () => {
           throw new StoreUnavailableError('SQLITE_BUSY');
@@ -294,7 +293,7 @@ describe('a key read that fails at once (SQLite reads synchronously)', () => {
           result: 'error',
           error: expect.stringContaining(failed.headers.get('x-request-id') as string),
         });
-        await Bun.sleep(0);
+        logger.flush();
         expect(lines.join('')).toContain('kaboom in the store');
       } finally {
         await keygate.close();
