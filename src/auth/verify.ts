@@ -2,7 +2,7 @@
 // well-formed body always gets 200 with a code (it tells the holder only what using it would).
 import { Elysia } from 'elysia';
 import { apiKeyModels, ErrorResponse, isLevel, VerifyBody } from '../apikeys/model';
-import { raiseBodyProblem, readJsonBody } from '../http/body';
+import { readJsonBody } from '../http/body';
 import { HttpError } from '../http/errors';
 import type { OnVerdict, Verdict, Verifier } from './verification';
 
@@ -10,11 +10,13 @@ type Credential = { key: string; secret: string; minLevel: number } | { token: s
 
 export const VERIFY_PATH = '/apikeys/verify';
 
-/** The verify answer (the edge's DirectRoute): 200 with the verdict, or an HttpError for the body. */
+/**
+ * The verify answer (the edge's DirectRoute): 200 with the verdict, or an HttpError for the body (no
+ * caller to authenticate first: a bad body is refused at once).
+ */
 export function verifyAnswer(verifier: Verifier, onVerdict?: OnVerdict) {
   return (request: Request, _query: string, headers: Record<string, string>): Promise<Response> =>
     readJsonBody(request).then((body) => {
-      raiseBodyProblem(body); // no caller to authenticate first: a bad body is refused at once
       const credential = credentialOf(body);
       const scheme = 'token' in credential ? 'jwt' : 'key';
       const verdict =

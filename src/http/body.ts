@@ -1,35 +1,29 @@
-// Reads a JSON body without throwing: a problem is recorded and raised only after authentication,
-// because a request without credentials must get 401 even when its body is also bad.
+// Reads a JSON body under keygate's rules, or refuses it with a 400 or 413 naming the problem. A route
+// that authenticates its caller reads the body only after that: a request without credentials gets
+// 401 even when its body is also bad, and a refused caller's body is never read (Bun skips it).
 import { HttpError } from './errors';
 
 export const MAX_BODY_BYTES = 16 * 1024;
 
 const JSON_CONTENT_TYPE = /^application\/json[ \t]*(;|$)/i;
-const problems = new WeakSet<object>();
 // Stateless between calls (no `stream` option), so one decoder serves every request.
 const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-function problem(status: number, message: string, headers?: Record<string, string>): HttpError {
-  const error = new HttpError(status, message, headers);
-  problems.add(error);
-  return error;
-}
 
 export const BODY_TOO_LARGE = `The body is larger than ${MAX_BODY_BYTES} bytes.`;
 /** Sent with a 413: the rest of that body is never read, so Bun closes the connection instead. */
 export const CLOSE = { connection: 'close' };
 
-/** The parsed JSON value, or a recorded problem for `raiseBodyProblem` to throw later. */
+/** The parsed JSON value; rejects with the HttpError that names the body's problem. */
 export function readJsonBody(request: Request): Promise<unknown> {
   const contentType = request.headers.get('content-type') ?? '';
   if (!JSON_CONTENT_TYPE.test(contentType)) {
-    return Promise.resolve(problem(400, 'The Content-Type must be application/json.'));
+    return Promise.reject(new HttpError(400, 'The Content-Type must be application/json.'));
   }
   // The body is decoded as UTF-8 (RFC 8259 §8.1): a request that says it is in another charset is
   // refused rather than silently decoded as something it says it is not.
   const charset = charsetOf(contentType);
   if (charset !== undefined && charset.toLowerCase() !== 'utf-8') {
-    return Promise.resolve(problem(400, 'The Content-Type charset must be utf-8 (or left out).'));
+    return Promise.reject(new HttpError(400, 'The Content-Type charset must be utf-8 (or left out).'));
   }
   // With a declared length the body is whole in memory (the edge refused it above the limit already).
   const bytes = request.headers.has('content-length') ? request.bytes() : readChunked(request);
@@ -37,25 +31,26 @@ export function readJsonBody(request: Request): Promise<unknown> {
 }
 
 function jsonOf(bytes: Uint8Array | null): unknown {
-  if (bytes === null || bytes.byteLength > MAX_BODY_BYTES) return problem(413, BODY_TOO_LARGE, CLOSE);
+  if (bytes === null || bytes.byteLength > MAX_BODY_BYTES) throw new HttpError(413, BODY_TOO_LARGE, CLOSE);
   let text: string;
   try {
     text = utf8.decode(bytes);
   } catch {
-    return problem(400, 'The body is not valid UTF-8.');
+    throw new HttpError(400, 'The body is not valid UTF-8.');
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
-    return text.trim() === ''
-      ? problem(400, 'The body is empty; send a JSON object.')
-      : problem(400, 'The body is not valid JSON.');
+    throw new HttpError(
+      400,
+      text.trim() === '' ? 'The body is empty; send a JSON object.' : 'The body is not valid JSON.',
+    );
   }
   // The schema check recurses into the value: thousands of nested arrays overflow the stack there.
   // A flat object or array (every verify body, every create body) nests one level: no need to look.
   if (!isFlat(value) && nestingDepth(text) > MAX_JSON_DEPTH) {
-    return problem(400, `The body nests deeper than ${MAX_JSON_DEPTH} levels; send a flat JSON object.`);
+    throw new HttpError(400, `The body nests deeper than ${MAX_JSON_DEPTH} levels; send a flat JSON object.`);
   }
   return value;
 }
@@ -102,11 +97,6 @@ function nestingDepth(text: string): number {
     else if (c === 0x5d || c === 0x7d) depth--;
   }
   return deepest;
-}
-
-/** Throws the problem `readJsonBody` recorded, if any. */
-export function raiseBodyProblem(body: unknown): void {
-  if (typeof body === 'object' && body !== null && problems.has(body)) throw body;
 }
 
 /** A body without Content-Length (chunked), or null once it passes MAX_BODY_BYTES. */

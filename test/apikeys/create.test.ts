@@ -83,6 +83,19 @@ describe.each(Object.keys(schemes) as Array<keyof typeof schemes>)('POST /apikey
     expectError(await k.req('POST', path, { headers: bad, body: '{not json' }), 403);
   });
 
+  it('never reads the body of a caller it refuses (401, 403), and reads it for one it accepts', async () => {
+    const bad =
+      scheme === 'jwt'
+        ? { authorization: 'Bearer not.a.token' }
+        : k.basic('kg_0000000000000000000000', 'nope');
+    expect(await k.postTellingIfRead(path, {}, VALID)).toEqual({ status: 401, read: false });
+    expect(await k.postTellingIfRead(path, bad, VALID)).toEqual({ status: 403, read: false });
+    expect(await k.postTellingIfRead(path, await schemes[scheme](), VALID)).toEqual({
+      status: 201,
+      read: true,
+    });
+  });
+
   it.each([
     ['not JSON', '{"name":', 'JSON'],
     ['an array', [VALID], 'object'],

@@ -145,6 +145,28 @@ describe.each(Object.keys(schemes) as Scheme[])('POST /apikeys/:id/rotate/%s', (
     expect(response.json.error).toContain('Content-Type');
   });
 
+  it('reads the body only after the credentials and the id format passed', async () => {
+    const old = await k.createKey(42);
+    const invalid =
+      scheme === 'jwt' ? { authorization: 'Bearer x' } : k.basic('kg_0000000000000000000000', 'x');
+    const rotatePath = (id: string) => `/apikeys/${id}/rotate/${scheme}`;
+    const body = { gracePeriod: 5 };
+    expect(await k.postTellingIfRead(rotatePath(old.key), {}, body)).toEqual({ status: 401, read: false });
+    expect(await k.postTellingIfRead(rotatePath(old.key), invalid, body)).toEqual({
+      status: 403,
+      read: false,
+    });
+    const headers = await schemes[scheme]();
+    expect(await k.postTellingIfRead(rotatePath('nope'), headers, body)).toEqual({
+      status: 400,
+      read: false,
+    });
+    expect(await k.postTellingIfRead(rotatePath(old.key), headers, body)).toEqual({
+      status: 201,
+      read: true,
+    });
+  });
+
   it('checks in order: credentials → id format → body → 404 → level → cap', async () => {
     const low = await schemes[scheme](1);
     const bad = { gracePeriod: -1 };

@@ -97,6 +97,33 @@ export async function testKeygate(env: Record<string, string> = {}) {
     };
   }
 
+  /**
+   * Sends `json` as a streamed body that records whether anyone read it (highWaterMark 0: nothing is
+   * pulled before a read); the status, and whether the body was read.
+   */
+  async function postTellingIfRead(path: string, headers: Record<string, string>, json: unknown) {
+    let read = false;
+    const body = new ReadableStream(
+      {
+        pull(controller) {
+          read = true;
+          controller.enqueue(new TextEncoder().encode(JSON.stringify(json)));
+          controller.close();
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    const response = await keygate.handle(
+      new Request(`${base}${path}`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body,
+        duplex: 'half',
+      } as RequestInit),
+    );
+    return { status: response.status, read };
+  }
+
   /** Credentials of user `sub` at `level` for a scheme: a token, or a fresh key of that user. */
   async function credentials(scheme: 'jwt' | 'key', sub: number, level = 8) {
     if (scheme === 'jwt') return bearer(sub, level);
@@ -114,6 +141,7 @@ export async function testKeygate(env: Record<string, string> = {}) {
     basic,
     createKey,
     credentials,
+    postTellingIfRead,
     logLines,
     close: () => keygate.close(),
   };
