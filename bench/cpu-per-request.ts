@@ -4,11 +4,12 @@
 // + stime from /proc over the requests wrk completed) moves far less, and drift hits every server of a
 // round alike, so the figures are medians of rounds and medians of per-round ratios to the first
 // server. Run it under the load lock:
-//   flock /tmp/keygate-load.lock bun bench/cpu-per-request.ts <verify|forward-auth|create> [--rounds 10]
-//     [--seconds 1] [--fresh W] <server> <server> ...
+//   flock /tmp/keygate-load.lock bun bench/cpu-per-request.ts <verify|forward-auth|auth-failure|create>
+//     [--rounds 10] [--seconds 1] [--fresh W] [--paired] <server> <server> ...
+// auth-failure is the bench's 403 case: creates whose key has a wrong secret (the ceiling: its POST).
 // --fresh W: as bench/run.ts measures, every server but the ceiling is started anew for each of its
 // windows (on a fresh copy of the database) and warmed up for W s first; the ceiling stays up.
-// --paired (verify, forward-auth; needs the ceiling among the servers): each other server is driven
+// --paired (all but create; needs the ceiling among the servers): each other server is driven
 // at the same time as the ceiling, both on CPU 0 and two wrk on CPU 1, and compared with the ceiling
 // of the same window. Whatever else the host runs then slows both alike, so the ratios hold still
 // where figures taken one after the other swing by tens of percent.
@@ -41,10 +42,10 @@ import { systemClock } from '../src/clock';
 import { seedKeys } from './seed';
 import { type WrkRun, wrkAlongside, wrkOnce } from './wrk';
 
-const KINDS = ['verify', 'forward-auth', 'create'] as const;
+const KINDS = ['verify', 'forward-auth', 'create', 'auth-failure'] as const;
 type Kind = (typeof KINDS)[number];
 const USAGE =
-  'usage: cpu-per-request.ts <verify|forward-auth|create> [--rounds N] [--seconds S] [--fresh W] [--paired] [name=]server[,VAR=value...] ...';
+  'usage: cpu-per-request.ts <verify|forward-auth|create|auth-failure> [--rounds N] [--seconds S] [--fresh W] [--paired] [name=]server[,VAR=value...] ...';
 
 const args = process.argv.slice(2);
 const kind = args.shift() as Kind;
@@ -75,6 +76,7 @@ const dir = mkdtempSync(join(tmpdir(), 'keygate-cpu-'));
 const template = join(dir, 'keys.db');
 const bodies: string[] = [];
 const basics: string[] = [];
+const wrongSecrets: string[] = [];
 seedKeys(template, [
   {
     count: 10_000,
@@ -85,6 +87,8 @@ seedKeys(template, [
     onKey(id, secret) {
       bodies.push(JSON.stringify({ key: id, secret }));
       basics.push(`Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`);
+      const wrong = randomBytes(32).toString('base64url');
+      wrongSecrets.push(`Basic ${Buffer.from(`${id}:${wrong}`).toString('base64')}`);
     },
   },
 ]);
@@ -98,9 +102,11 @@ for (let user = 1; user <= 1000; user++) {
 const bodyFile = join(dir, 'bodies.txt');
 const basicFile = join(dir, 'basics.txt');
 const bearerFile = join(dir, 'bearers.txt');
+const wrongSecretFile = join(dir, 'wrong-secrets.txt');
 writeFileSync(bodyFile, `${bodies.join('\n')}\n`);
 writeFileSync(basicFile, `${basics.join('\n')}\n`);
 writeFileSync(bearerFile, `${bearers.join('\n')}\n`);
+writeFileSync(wrongSecretFile, `${wrongSecrets.join('\n')}\n`);
 
 /** What wrk runs against a server: a script of bench/lua, the URL, the script's arguments. */
 type Load = { script: string; url: string; args: string[] };
@@ -179,10 +185,12 @@ function commandOf(what: string, port: number, db: string): string[] {
 function loadOf(what: string, url: string): Load {
   if (kind === 'create') return { script: 'create.lua', url, args: ['/apikeys/jwt', bearerFile] };
   if (what === 'ceiling') {
-    return kind === 'verify'
+    return kind !== 'forward-auth'
       ? { script: 'create.lua', url, args: ['/apikeys/jwt', basicFile] }
       : { script: 'get.lua', url: `${url}/health`, args: [] };
   }
+  // The bench's 403 case: a create with a key whose secret is wrong.
+  if (kind === 'auth-failure') return { script: 'create.lua', url, args: ['/apikeys/key', wrongSecretFile] };
   return kind === 'verify'
     ? { script: 'post-body.lua', url, args: ['/apikeys/verify', bodyFile] }
     : { script: 'authorized-get.lua', url, args: ['/forward-auth', basicFile] };
@@ -218,7 +226,8 @@ async function measure(server: Server, ceiling: Server | undefined): Promise<voi
   );
   driven.forEach((each, i) => {
     const run = runs[i] as WrkRun;
-    if (run.non2xx > 0) console.log(`${each.name}: ${run.non2xx} answers were not 2xx`);
+    if (run.non2xx > 0 && !(kind === 'auth-failure' && each !== ceiling))
+      console.log(`${each.name}: ${run.non2xx} answers were not 2xx`);
     each.cpu.push((cpuUs(each.child.pid) - (before[i] as number)) / run.requests);
     each.rps.push(run.requests / (run.durationUs / 1e6));
   });
