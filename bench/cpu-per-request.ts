@@ -17,7 +17,8 @@
 //   ceiling       bench/ceiling.ts (its POST for verify and create, its GET /health for forward-auth)
 //   floor         bench/verify-floor.ts on the same keys; floor+duties: with keygate's duties (for
 //                 create: bench/durable-floor.ts on a copy of the same keygate file, with or without);
-//                 bare+duties: with keygate's duties on a bare Bun.serve (verify, forward-auth)
+//                 bare+duties: with keygate's duties on a bare Bun.serve (verify, forward-auth);
+//                 bare+rules: that, reading the verify body under the contract's rules as keygate does
 //   a directory   a keygate checkout, from source (its src/cli.ts serve)
 //   a file        a keygate binary (`serve`)
 // and VAR=value settings for that server (e.g. KEY_CACHE_SECONDS=3600: no round falls on the key
@@ -176,6 +177,8 @@ function commandOf(what: string, port: number, db: string): string[] {
   if (what === 'floor') return ['bun', floor, String(port), db];
   if (what === 'floor+duties') return ['bun', floor, String(port), db, 'duties'];
   if (what === 'bare+duties' && kind !== 'create') return ['bun', floor, String(port), db, 'duties', 'bare'];
+  if (what === 'bare+rules' && kind === 'verify')
+    return ['bun', floor, String(port), db, 'duties', 'bare', 'rules'];
   if (existsSync(what) && statSync(what).isDirectory())
     return ['bun', join(resolve(what), 'src', 'cli.ts'), 'serve'];
   if (existsSync(what)) return [resolve(what), 'serve'];

@@ -9,13 +9,18 @@
 // it, its minLevel and its five identity headers (the contract, §8). That is the least a verify or
 // forward-auth answer can cost here while keeping those promises. With `bare` too, the same answers
 // come from a bare `Bun.serve` (the route found by method and path, as keygate's edge finds verify's
-// and forward-auth's), with no Elysia in between.
-//   taskset -c 0 bun bench/verify-floor.ts <port> <keygate database file> [duties [bare]]
+// and forward-auth's), with no Elysia in between. With `rules` too, verify reads its body under the
+// contract's rules as keygate does, with keygate's own functions: the body (charset, chunked, nesting),
+// the credential's forms and properties, minLevel, and the key id's and the secret's format.
+//   taskset -c 0 bun bench/verify-floor.ts <port> <keygate database file> [duties [bare [rules]]]
 import { Database } from 'bun:sqlite';
 import { timingSafeEqual } from 'node:crypto';
 import { Elysia, t } from 'elysia';
 import { readBearer, readKeyAndSecret } from '../src/auth/credentials';
 import { minLevelOf } from '../src/auth/forward-auth';
+import { isWellFormedSecret, KEY_ID_PATTERN } from '../src/auth/secrets';
+import { credentialOf } from '../src/auth/verify';
+import { readJsonBody } from '../src/http/body';
 import { queryOf } from '../src/http/edge';
 import { answered, jsonBody, requestId } from './duties';
 
@@ -23,8 +28,9 @@ const port = Number(process.argv[2] ?? 3902);
 const file = process.argv[3];
 const duties = process.argv[4] === 'duties';
 const bare = duties && process.argv[5] === 'bare';
+const rules = bare && process.argv[6] === 'rules';
 if (file === undefined)
-  throw new Error('usage: bun bench/verify-floor.ts <port> <keygate database file> [duties [bare]]');
+  throw new Error('usage: bun bench/verify-floor.ts <port> <keygate database file> [duties [bare [rules]]]');
 
 type Key = { hash: Uint8Array; userId: number; level: number; name: string; expiresAt: number };
 const keys = new Map<string, Key>();
@@ -90,6 +96,29 @@ async function verifyWithDuties(request: Request): Promise<Response> {
   return answered(request, id, started, 200, { result: 'success', ...check(body.key, body.secret) });
 }
 
+/** The same, its body read under the contract's rules by keygate's own functions (key form only). */
+async function verifyWithRules(request: Request): Promise<Response> {
+  const started = performance.now();
+  const id = requestId(request);
+  let credential: ReturnType<typeof credentialOf>;
+  try {
+    credential = credentialOf(await readJsonBody(request));
+  } catch (error) {
+    return answered(request, id, started, 400, { result: 'error', error: (error as Error).message });
+  }
+  if (!('key' in credential)) {
+    return answered(request, id, started, 400, { result: 'error', error: 'The floor checks keys only.' });
+  }
+  const { key, secret, minLevel } = credential;
+  const wellFormed = isWellFormedSecret(secret) && KEY_ID_PATTERN.test(key);
+  const verdict = wellFormed ? check(key, secret) : REFUSED;
+  const body =
+    verdict.valid && verdict.principal.level < minLevel
+      ? { result: 'success', valid: false, code: 'INSUFFICIENT_LEVEL', principal: verdict.principal }
+      : { result: 'success', ...verdict };
+  return answered(request, id, started, 200, body);
+}
+
 /** A forward-auth answer with keygate's duties and what the contract asks of forward-auth (§8). */
 function forwardAuthWithDuties(request: Request): Response {
   const started = performance.now();
@@ -130,7 +159,8 @@ if (bare) {
       const pathStart = url.indexOf('/', url.indexOf('//') + 2);
       const queryStart = url.indexOf('?', pathStart);
       const path = queryStart === -1 ? url.slice(pathStart) : url.slice(pathStart, queryStart);
-      if (request.method === 'POST' && path === '/apikeys/verify') return verifyWithDuties(request);
+      if (request.method === 'POST' && path === '/apikeys/verify')
+        return rules ? verifyWithRules(request) : verifyWithDuties(request);
       if (request.method === 'GET' && path === '/forward-auth') return forwardAuthWithDuties(request);
       return new Response(null, { status: path === '/health' ? 200 : 404 });
     },
@@ -160,7 +190,7 @@ if (bare) {
   app.get('/health', () => {}).listen({ hostname: '127.0.0.1', port });
 }
 console.log(
-  `verify floor${duties ? " with keygate's duties" : ''}${bare ? ' on a bare Bun.serve' : ''} (${keys.size} keys) on 127.0.0.1:${port}`,
+  `verify floor${duties ? " with keygate's duties" : ''}${rules ? " and the contract's rules" : ''}${bare ? ' on a bare Bun.serve' : ''} (${keys.size} keys) on 127.0.0.1:${port}`,
 );
 
 const REFUSED = { valid: false, code: 'NOT_FOUND' } as const;
