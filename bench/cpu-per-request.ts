@@ -46,7 +46,7 @@ import { type WrkRun, wrkAlongside, wrkOnce } from './wrk';
 const KINDS = ['verify', 'forward-auth', 'create', 'auth-failure'] as const;
 type Kind = (typeof KINDS)[number];
 const USAGE =
-  'usage: cpu-per-request.ts <verify|forward-auth|create|auth-failure> [--rounds N] [--seconds S] [--fresh W] [--paired] [name=]server[,VAR=value...] ...';
+  'usage: cpu-per-request.ts <verify|forward-auth|auth-failure|create> [--rounds N] [--seconds S] [--fresh W] [--paired] [name=]server[,VAR=value...] ...';
 
 const args = process.argv.slice(2);
 const kind = args.shift() as Kind;

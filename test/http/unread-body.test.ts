@@ -12,7 +12,7 @@ beforeAll(async () => {
 });
 afterAll(() => server.stop());
 
-/** One connection: what was written, and a wait for the first `count` responses to be complete. */
+/** One connection: writes to it, and a wait until its first `count` responses are complete. */
 async function connect() {
   let received = '';
   let waiting: (() => void) | undefined;
