@@ -4,7 +4,7 @@
 import { Database } from 'bun:sqlite';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { GroupCommitWriter } from '../src/db/group-commit';
+import { GroupCommitWriter } from '../src/db/sqlite/group-commit';
 
 const writer = GroupCommitWriter.prototype as unknown as { commit(jobs: unknown[]): unknown };
 const commit = writer.commit;

@@ -39,7 +39,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
 import { createJwtAuthority } from '../src/auth/jwt';
-import { systemClock } from '../src/clock';
+import { systemClock } from '../src/core/clock';
 import { seedKeys } from './seed';
 import { type WrkRun, wrkAlongside, wrkOnce } from './wrk';
 

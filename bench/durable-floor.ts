@@ -18,8 +18,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jwtVerify } from 'jose';
-import { generateKeyId, generateSecret, hashSecret } from '../src/auth/secrets';
-import { openDatabase } from '../src/db/open';
+import { generateKeyId, generateSecret, hashSecret } from '../src/apikeys/secrets';
+import { openDatabase } from '../src/db/sqlite/open';
 import { answered, jsonBody, logLine, requestId } from './duties';
 
 const port = Number(process.argv[2] ?? 3901);

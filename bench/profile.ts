@@ -8,7 +8,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import type { Subprocess } from 'bun';
 import { createJwtAuthority } from '../src/auth/jwt';
-import { systemClock } from '../src/clock';
+import { systemClock } from '../src/core/clock';
 import { seedKeys } from './seed';
 import { wrkOnce } from './wrk';
 

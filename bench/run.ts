@@ -24,7 +24,7 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { SQL, type Subprocess } from 'bun';
 import { createJwtAuthority } from '../src/auth/jwt';
-import { systemClock } from '../src/clock';
+import { systemClock } from '../src/core/clock';
 import { openPostgres } from '../src/db/postgres/open';
 import { startPostgres, type ThrowawayPostgres } from '../test/support/postgres';
 import { seedKeys } from './seed';

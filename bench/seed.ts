@@ -1,9 +1,9 @@
 // Seeds API keys straight into SQLite through keygate's own schema, migrations and secret hashing,
 // in big transactions: a million keys in seconds, before keygate starts on the file.
 import { getTableColumns, getTableName } from 'drizzle-orm';
-import { generateKeyId, generateSecret, hashSecret } from '../src/auth/secrets';
-import { openDatabase } from '../src/db/open';
-import { type ApiKeyRow, apiKeys } from '../src/db/schema';
+import { generateKeyId, generateSecret, hashSecret } from '../src/apikeys/secrets';
+import { openDatabase } from '../src/db/sqlite/open';
+import { type ApiKeyRow, apiKeys } from '../src/db/sqlite/schema';
 
 const ROWS_PER_TRANSACTION = 50_000;
 

@@ -16,12 +16,12 @@
 import { Database } from 'bun:sqlite';
 import { timingSafeEqual } from 'node:crypto';
 import { Elysia, t } from 'elysia';
+import { isWellFormedSecret, KEY_ID_PATTERN } from '../src/apikeys/secrets';
 import { readBearer, readKeyAndSecret } from '../src/auth/credentials';
-import { minLevelOf } from '../src/auth/forward-auth';
-import { isWellFormedSecret, KEY_ID_PATTERN } from '../src/auth/secrets';
-import { credentialOf } from '../src/auth/verify';
 import { readJsonBody } from '../src/http/body';
 import { queryOf } from '../src/http/edge';
+import { minLevelOf } from '../src/verification/forward-auth';
+import { credentialOf } from '../src/verification/verify';
 import { answered, jsonBody, requestId } from './duties';
 
 const port = Number(process.argv[2] ?? 3902);

@@ -19,7 +19,7 @@
 import { Database } from 'bun:sqlite';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { hashSecret } from '../src/auth/secrets';
+import { hashSecret } from '../src/apikeys/secrets';
 import {
   flag,
   jwt,

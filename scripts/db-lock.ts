@@ -7,7 +7,7 @@
 import { Database } from 'bun:sqlite';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { hashSecret } from '../src/auth/secrets';
+import { hashSecret } from '../src/apikeys/secrets';
 import { flag, jwt, percentile, round, startKeygate, stopGracefully, tempDir } from './support/server';
 
 const holdMs = flag('hold-ms', 3000);

@@ -5,7 +5,7 @@
 // Run under the load lock: flock /tmp/keygate-load.lock bun run scripts/verify-timing.ts [--requests 2000]
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { generateKeyId, generateSecret } from '../src/auth/secrets';
+import { generateKeyId, generateSecret } from '../src/apikeys/secrets';
 import { flag, jwt, percentile, round, startKeygate, stopGracefully, tempDir } from './support/server';
 
 const requests = flag('requests', 2000);

@@ -6,17 +6,17 @@ import { describeCreateBodyProblem, ErrorResponse, HealthResponse } from './apik
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
 import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
-import { FORWARD_AUTH_PATH, forwardAuthAnswer, forwardAuthRoutes } from './auth/forward-auth';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth, keyAuth } from './auth/plugin';
-import type { OnVerdict, Verifier } from './auth/verification';
-import { VERIFY_PATH, verifyAnswer, verifyRoutes } from './auth/verify';
+import type { Logger } from './core/log';
 import { type DirectRoute, recordRouteTemplate, requestIdOf } from './http/edge';
 import { errorResponse, HttpError } from './http/errors';
 import { openApiDocument } from './http/openapi';
 import { referencePage } from './http/reference-page';
-import type { Logger } from './log';
 import { RequestGoneError } from './request-scope';
+import { FORWARD_AUTH_PATH, forwardAuthAnswer, forwardAuthRoutes } from './verification/forward-auth';
+import type { OnVerdict, Verifier } from './verification/verdict';
+import { VERIFY_PATH, verifyAnswer, verifyRoutes } from './verification/verify';
 import { VERSION } from './version';
 
 export type AppDeps = {

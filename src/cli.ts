@@ -6,7 +6,6 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createJwtAuthority } from './auth/jwt';
 import { dataDirectory, JWT_SECRET_FILE, resolveJwtSecret } from './auth/jwt-secret';
-import { systemClock } from './clock';
 import {
   type Config,
   ConfigError,
@@ -16,10 +15,11 @@ import {
   type SettingName,
   settingOfFlag,
 } from './config';
+import { systemClock } from './core/clock';
+import { createLogger } from './core/log';
 import { isPostgresUrl, redactedUrl } from './db/postgres/open';
 import { purgeExpiredKeys } from './jobs/purge';
 import { openStore } from './keygate';
-import { createLogger } from './log';
 import { type RunningServer, serve } from './serve';
 import { COMMIT, VERSION } from './version';
 

@@ -10,7 +10,7 @@ import {
   type JwtAlgorithm,
   parseAlgorithms,
 } from './auth/jwt-keys';
-import { LOG_LEVELS, type LogLevel } from './log';
+import { LOG_LEVELS, type LogLevel } from './core/log';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';

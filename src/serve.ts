@@ -1,9 +1,10 @@
 // `keygate serve`: listen, purge on a timer, and on stop finish what is in flight before closing.
-import { systemClock } from './clock';
+
 import type { Config } from './config';
+import { systemClock } from './core/clock';
+import type { Logger } from './core/log';
 import { startPurgeTimer } from './jobs/purge';
 import { createKeygate } from './keygate';
-import type { Logger } from './log';
 import { type MetricsListener, startMetricsListener } from './metrics/listener';
 
 // Bun would answer a declared length above its limit with its own empty, non-JSON 413 before keygate

@@ -1,6 +1,6 @@
 // Audit lines: one JSON log line per committed change, named in `msg`. Written only after the commit;
 // never a secret, a token or a hash (keys are identifiers, not credentials).
-import type { Logger } from '../log';
+import type { Logger } from '../core/log';
 
 export type AuditLog = ReturnType<typeof createAuditLog>;
 

@@ -1,6 +1,6 @@
 // The list cursor: opaque to clients, base64url of "<createdAt>.<id>" of the last item of a page.
 // Anything that does not decode to exactly that shape, re-encoded identically, is refused (400).
-import { KEY_ID_PATTERN } from '../auth/secrets';
+import { KEY_ID_PATTERN } from './secrets';
 import type { ListPosition } from './store';
 
 const POSITION = /^(0|[1-9][0-9]{0,15})\.(kg_[A-Za-z0-9]+)$/;

@@ -3,7 +3,7 @@
 // same as a wrong secret after the first request). It holds rows, never a verdict: the secret is
 // hashed and compared on every request. The store's change events evict ids, so a deleted or rotated
 // key is refused by the very next request.
-import type { Clock } from '../clock';
+import type { Clock } from '../core/clock';
 import type { ApiKeyRow, ApiKeyStore } from './store';
 
 export const KEY_CACHE_MAX_KEYS = 50_000;

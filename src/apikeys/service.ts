@@ -1,5 +1,10 @@
 // The rules of API keys: who may create, see, rotate or delete which key, levels that never escalate,
 // the per-user cap, expiry. Knows no HTTP framework and no SQL.
+
+import type { Clock } from '../core/clock';
+import { HttpError } from '../http/errors';
+import type { KeyCache } from './key-cache';
+import type { ApiKeyView, CreateKeyInput, KeySummary } from './model';
 import {
   generateKeyId,
   generateSecret,
@@ -7,11 +12,7 @@ import {
   isWellFormedSecret,
   KEY_ID_PATTERN,
   secretMatches,
-} from '../auth/secrets';
-import type { Clock } from '../clock';
-import { HttpError } from '../http/errors';
-import type { KeyCache } from './key-cache';
-import type { ApiKeyView, CreateKeyInput, KeySummary } from './model';
+} from './secrets';
 import type { ApiKeyRow, ApiKeyStore, ListPosition } from './store';
 
 /** An authenticated caller: a token's subject, or the user behind an API key; `by` names it in audit lines. */

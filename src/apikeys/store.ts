@@ -1,6 +1,6 @@
 // The ApiKeyStore interface: rows in, rows out, in the service's words, no rules. Every method returns
 // a Promise, reads too, so an engine whose reads are async (PostgreSQL) fits the same shape.
-// The SQLite implementation is src/db/sqlite-store.ts.
+// The implementations are src/db/sqlite/store.ts and src/db/postgres/store.ts.
 
 /** One stored key. `secretHash` is the SHA-256 of the secret; the secret itself is never stored. */
 export type ApiKeyRow = {

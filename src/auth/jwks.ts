@@ -9,7 +9,7 @@
 // - a fetch that fails (down, timeout, not 200, not a key set) keeps the keys already held;
 // - the clock is injected, so tests move time instead of sleeping.
 import { createLocalJWKSet, errors, type JWK, type JWTVerifyGetKey } from 'jose';
-import type { Clock } from '../clock';
+import type { Clock } from '../core/clock';
 
 export const JWKS_COOLDOWN_MS = 30_000;
 export const JWKS_TIMEOUT_MS = 5_000;

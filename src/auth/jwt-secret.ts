@@ -5,8 +5,8 @@ import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Config } from '../config';
 import { ConfigError } from '../config';
-import { DATA_DIRECTORY_MODE } from '../db/open';
 import { isPostgresUrl } from '../db/postgres/open';
+import { DATA_DIRECTORY_MODE } from '../db/sqlite/open';
 
 export const JWT_SECRET_FILE = 'jwt-secret';
 

@@ -7,7 +7,7 @@
 // signature check was the largest single cost of a create (bench/RESULTS.md, History); every time
 // check is re-run on each hit, so the cache never lets a token outlive one, nor its JWKS key.
 import { errors, importSPKI, type JWTVerifyGetKey, jwtVerify, SignJWT } from 'jose';
-import type { Clock } from '../clock';
+import type { Clock } from '../core/clock';
 import { createJwksKeySet, type JwksKeySet, JwksUnavailable } from './jwks';
 import type { AsymmetricAlgorithm, JwtAlgorithm } from './jwt-keys';
 

@@ -4,7 +4,7 @@
 // backends and proxies call for every request they guard, are answered here directly (DirectRoute);
 // every other request goes on to Elysia.
 import type { TokenRefusal } from '../auth/jwt';
-import type { Logger } from '../log';
+import type { Logger } from '../core/log';
 import { BODY_TOO_LARGE, CLOSE, MAX_BODY_BYTES } from './body';
 import { errorResponse } from './errors';
 

@@ -2,8 +2,8 @@
 // requests run between batches, so none waits long behind a large purge.
 import { createAuditLog } from '../apikeys/audit';
 import type { ApiKeyStore } from '../apikeys/store';
-import type { Clock } from '../clock';
-import type { Logger } from '../log';
+import type { Clock } from '../core/clock';
+import type { Logger } from '../core/log';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 

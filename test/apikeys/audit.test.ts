@@ -1,8 +1,8 @@
 // Audit lines (§10): one line per committed change, named in msg, with key, userId, by and the
 // request's id; apikeys.purged once per pass that removed any. Never a secret, token or hash.
 import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
+import { createLogger } from '../../src/core/log';
 import { startPurgeTimer } from '../../src/jobs/purge';
-import { createLogger } from '../../src/log';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;

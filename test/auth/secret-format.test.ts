@@ -2,7 +2,7 @@
 // store, and secrets issued in the earlier format keep authenticating.
 import { afterEach, beforeEach, describe, expect, it, spyOn } from 'bun:test';
 import { randomBytes } from 'node:crypto';
-import { generateKeyId, hashSecret } from '../../src/auth/secrets';
+import { generateKeyId, hashSecret } from '../../src/apikeys/secrets';
 import { START, type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;

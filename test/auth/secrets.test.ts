@@ -11,7 +11,7 @@ import {
   KEY_ID_PATTERN,
   SECRET_PATTERN,
   secretMatches,
-} from '../../src/auth/secrets';
+} from '../../src/apikeys/secrets';
 
 describe('generateKeyId', () => {
   const NOW = Date.parse('2026-11-23T12:00:00.000Z');

@@ -7,7 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { drizzle } from 'drizzle-orm/bun-sqlite';
 import { migrate as migrateFrom } from 'drizzle-orm/bun-sqlite/migrator';
-import { appliedMigrationCount, BUSY_TIMEOUT_MS, CACHE_KIB, migrate, openDatabase } from '../../src/db/open';
+import {
+  appliedMigrationCount,
+  BUSY_TIMEOUT_MS,
+  CACHE_KIB,
+  migrate,
+  openDatabase,
+} from '../../src/db/sqlite/open';
 
 const DRIZZLE = join(import.meta.dir, '..', '..', 'drizzle');
 

@@ -16,7 +16,7 @@ const mode = (path: string) => statSync(path).mode & 0o777;
 function openWithUmask0(path: string): { wal: number; shm: number } {
   const script = `
     process.umask(0);
-    const { openDatabase } = await import(${JSON.stringify(join(import.meta.dir, '../../src/db/open.ts'))});
+    const { openDatabase } = await import(${JSON.stringify(join(import.meta.dir, '../../src/db/sqlite/open.ts'))});
     const { resolveJwtSecret } = await import(${JSON.stringify(join(import.meta.dir, '../../src/auth/jwt-secret.ts'))});
     resolveJwtSecret({ jwtSecret: undefined, databaseUrl: ${JSON.stringify(path)} });
     openDatabase(${JSON.stringify(path)});

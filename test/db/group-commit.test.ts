@@ -1,7 +1,7 @@
 // The group-commit writer: one transaction for writes queued together, one failure rolls back alone.
 import { Database } from 'bun:sqlite';
 import { describe, expect, it } from 'bun:test';
-import { GroupCommitWriter } from '../../src/db/group-commit';
+import { GroupCommitWriter } from '../../src/db/sqlite/group-commit';
 
 function setup() {
   const client = new Database(':memory:');

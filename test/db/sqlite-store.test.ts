@@ -2,8 +2,8 @@
 // inside it, and change events arrive after the commit and before the writer's promise resolves.
 import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import type { ApiKeyStore } from '../../src/apikeys/store';
-import { type Db, openDatabase } from '../../src/db/open';
-import { createSqliteApiKeyStore } from '../../src/db/sqlite-store';
+import { type Db, openDatabase } from '../../src/db/sqlite/open';
+import { createSqliteApiKeyStore } from '../../src/db/sqlite/store';
 import { id, row } from '../support/rows';
 
 let db: Db;

@@ -6,10 +6,10 @@ import { afterAll, describe, expect, it } from 'bun:test';
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { hashSecret } from '../../src/auth/secrets';
+import { hashSecret } from '../../src/apikeys/secrets';
 import { loadConfig } from '../../src/config';
+import { createLogger } from '../../src/core/log';
 import { createKeygate } from '../../src/keygate';
-import { createLogger } from '../../src/log';
 
 type Created = { apikey: { key: string; secret: string } };
 

@@ -3,9 +3,9 @@
 // the same work for an unknown key as for a known one. Proven by structure (spies), not by timing.
 import { afterEach, describe, expect, it, spyOn } from 'bun:test';
 import * as crypto from 'node:crypto';
+import { generateSecret, hashSecret, secretMatches } from '../../src/apikeys/secrets';
 import { createApiKeyService } from '../../src/apikeys/service';
 import type { ApiKeyStore } from '../../src/apikeys/store';
-import { generateSecret, hashSecret, secretMatches } from '../../src/auth/secrets';
 
 const spies: Array<{ mockRestore(): void }> = [];
 afterEach(() => {

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase } from '../../src/db/open';
+import { openDatabase } from '../../src/db/sqlite/open';
 import { buildBinary } from '../support/binary';
 
 const root = mkdtempSync(join(tmpdir(), 'keygate-start-'));

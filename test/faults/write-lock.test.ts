@@ -7,11 +7,11 @@ import { afterAll, beforeAll, expect, it } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { hashSecret } from '../../src/auth/secrets';
+import { hashSecret } from '../../src/apikeys/secrets';
 import { loadConfig } from '../../src/config';
-import { WRITE_LOCK_WAIT_MS } from '../../src/db/group-commit';
+import { createLogger } from '../../src/core/log';
+import { WRITE_LOCK_WAIT_MS } from '../../src/db/sqlite/group-commit';
 import { createKeygate } from '../../src/keygate';
-import { createLogger } from '../../src/log';
 
 type Created = { apikey: { key: string; secret: string } };
 

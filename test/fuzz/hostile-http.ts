@@ -7,8 +7,8 @@ import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { SignJWT } from 'jose';
 import { type Config, loadConfig } from '../../src/config';
+import { createLogger, type Logger } from '../../src/core/log';
 import { createKeygate, type Keygate } from '../../src/keygate';
-import { createLogger, type Logger } from '../../src/log';
 
 export const FUZZ_JWT_SECRET = 'fuzz-secret-that-is-at-least-32-bytes-long!!';
 const OTHER_SECRET = 'another-secret-that-is-at-least-32-bytes-long';

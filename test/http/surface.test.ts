@@ -3,8 +3,8 @@
 import { describe, expect, it } from 'bun:test';
 import { StoreUnavailableError } from '../../src/apikeys/store';
 import { loadConfig } from '../../src/config';
+import { createLogger } from '../../src/core/log';
 import { createKeygate } from '../../src/keygate';
-import { createLogger } from '../../src/log';
 import { JWT_SECRET, testKeygate } from '../support/keygate';
 
 describe('unknown paths', () => {

@@ -1,7 +1,7 @@
 // The purge: removes expired keys only, in batches, with an injected clock.
 import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
+import { createLogger } from '../../src/core/log';
 import { PURGE_PAUSE_MS, purgeExpiredKeys, startPurgeTimer } from '../../src/jobs/purge';
-import { createLogger } from '../../src/log';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;

@@ -2,7 +2,7 @@
 // label, that they cost nothing when off, and the second listener over a real socket.
 import { afterEach, describe, expect, it } from 'bun:test';
 import { loadConfig } from '../../src/config';
-import { createLogger } from '../../src/log';
+import { createLogger } from '../../src/core/log';
 import { createMetrics } from '../../src/metrics/metrics';
 import { type RunningServer, serve } from '../../src/serve';
 import { JWT_SECRET, type TestKeygate, testKeygate } from '../support/keygate';

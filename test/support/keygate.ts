@@ -2,8 +2,8 @@
 // in-memory SQLite database, or with KEYGATE_TEST_DATABASE=postgres on a fresh PostgreSQL database
 // (test/support/postgres.ts): the same behaviour suite runs on both engines.
 import { type Config, loadConfig } from '../../src/config';
+import { createLogger } from '../../src/core/log';
 import { createKeygate } from '../../src/keygate';
-import { createLogger } from '../../src/log';
 import { freshPostgresDatabase, TEST_ENGINE } from './postgres';
 
 export const JWT_SECRET = 'test-secret-that-is-at-least-32-bytes-long';

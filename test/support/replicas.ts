@@ -3,7 +3,7 @@
 import { join } from 'node:path';
 import type { Subprocess } from 'bun';
 import { createJwtAuthority } from '../../src/auth/jwt';
-import { systemClock } from '../../src/clock';
+import { systemClock } from '../../src/core/clock';
 
 export const REPLICA_JWT_SECRET = 'replica-tests-secret-at-least-32-bytes-long';
 const CLI = join(import.meta.dir, '..', '..', 'src', 'cli.ts');

@@ -3,7 +3,7 @@
 // the raw HTTP responses such tests read off a socket.
 import { createJwtAuthority } from '../../src/auth/jwt';
 import { loadConfig } from '../../src/config';
-import { createLogger } from '../../src/log';
+import { createLogger } from '../../src/core/log';
 import { type RunningServer, serve } from '../../src/serve';
 
 export const SOCKET_JWT_SECRET = 'socket-tests-secret-at-least-32-bytes-long';

@@ -3,10 +3,10 @@
 // credential is the request's own headers, as for the /jwt and /key endpoints.
 import { Elysia } from 'elysia';
 import { apiKeyModels, ErrorResponse } from '../apikeys/model';
+import { readBearer, readKeyAndSecret } from '../auth/credentials';
 import { queryOf } from '../http/edge';
 import { HttpError } from '../http/errors';
-import { readBearer, readKeyAndSecret } from './credentials';
-import type { OnVerdict, Verdict, Verifier } from './verification';
+import type { OnVerdict, Verdict, Verifier } from './verdict';
 
 /** The first path segment; the edge lets bodies of any declared size through here (they are never read). */
 export const FORWARD_AUTH_PATH = '/forward-auth';

@@ -4,7 +4,7 @@ import { Elysia } from 'elysia';
 import { apiKeyModels, ErrorResponse, isLevel, VerifyBody } from '../apikeys/model';
 import { readJsonBody } from '../http/body';
 import { HttpError } from '../http/errors';
-import type { OnVerdict, Verdict, Verifier } from './verification';
+import type { OnVerdict, Verdict, Verifier } from './verdict';
 
 type Credential = { key: string; secret: string; minLevel: number } | { token: string; minLevel: number };
 

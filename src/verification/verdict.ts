@@ -2,8 +2,8 @@
 // A key goes through service.authenticateKey (and the key cache), a token through the JwtAuthority.
 import type { ApiKeyService, KeyAuthentication } from '../apikeys/service';
 import type { ApiKeyRow } from '../apikeys/store';
+import type { JwtAuthority, TokenIdentity } from '../auth/jwt';
 import { noteTokenRefusal } from '../http/edge';
-import type { JwtAuthority, TokenIdentity } from './jwt';
 
 export type Principal =
   | { type: 'key'; key: string; userId: number; level: number; name: string; expiresAt: string }

@@ -4,7 +4,7 @@ import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { type BunSQLiteDatabase, drizzle } from 'drizzle-orm/bun-sqlite';
 import type { MigrationMeta } from 'drizzle-orm/migrator';
-import { embeddedMigrations } from './migrations.macro' with { type: 'macro' };
+import { embeddedMigrations } from '../migrations.macro' with { type: 'macro' };
 import * as schema from './schema';
 
 export type Db = BunSQLiteDatabase<typeof schema> & { $client: Database };

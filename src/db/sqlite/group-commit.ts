@@ -1,7 +1,7 @@
 // Group commit: writes that arrive in the same turn of the event loop share one transaction and so
 // one fsync. Each job runs in a savepoint of its own, so one failing job rolls back alone.
 import type { Database, Statement } from 'bun:sqlite';
-import { currentRequestSignal, RequestGoneError } from '../request-scope';
+import { currentRequestSignal, RequestGoneError } from '../../request-scope';
 
 /** How long writes wait for another connection's write lock before they fail with SQLITE_BUSY (503). */
 export const WRITE_LOCK_WAIT_MS = 2000;

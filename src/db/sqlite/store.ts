@@ -6,7 +6,7 @@ import {
   type ApiKeyStore,
   type KeysChangedListener,
   StoreUnavailableError,
-} from '../apikeys/store';
+} from '../../apikeys/store';
 import { checkpointInBackground } from './checkpoints';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
