@@ -1,19 +1,21 @@
 // createApp wires the routes, the authentication schemes and the one error mapping; no logic here.
 // It answers through Elysia, except the verification routes, which the edge answers directly.
 import { Elysia, ValidationError } from 'elysia';
-import { createAuditLog } from './apikeys/audit';
-import { describeCreateBodyProblem, ErrorResponse, HealthResponse } from './apikeys/model';
+import { allKeyEvents, createAuditLog, type KeyEvents } from './apikeys/audit';
+import { keyAuth } from './apikeys/key-auth';
+import { ErrorResponse, HealthResponse } from './apikeys/model';
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
 import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
 import type { JwtAuthority } from './auth/jwt';
-import { jwtAuth, keyAuth } from './auth/plugin';
+import { jwtAuth } from './auth/schemes';
+import { DomainError } from './core/errors';
 import type { Logger } from './core/log';
-import { type DirectRoute, recordRouteTemplate, requestIdOf } from './http/edge';
-import { errorResponse, HttpError } from './http/errors';
+import type { DirectRoute } from './http/edge';
+import { domainErrorResponse, errorResponse, HttpError } from './http/errors';
 import { openApiDocument } from './http/openapi';
 import { referencePage } from './http/reference-page';
-import { RequestGoneError } from './request-scope';
+import { contextOf } from './http/request-context';
 import { FORWARD_AUTH_PATH, forwardAuthAnswer, forwardAuthRoutes } from './verification/forward-auth';
 import type { OnVerdict, Verifier } from './verification/verdict';
 import { VERIFY_PATH, verifyAnswer, verifyRoutes } from './verification/verify';
@@ -31,6 +33,8 @@ export type AppDeps = {
   onVerification?: (path: 'verify' | 'forward_auth', ...outcome: Parameters<OnVerdict>) => void;
   /** Metrics: tell the edge which route template each request matched (off: no hook on any route). */
   recordRouteTemplates?: boolean;
+  /** Metrics: told of each committed change to keys, as the audit log is. */
+  keyEvents?: KeyEvents;
 };
 
 export function createApp({
@@ -43,18 +47,17 @@ export function createApp({
   maxExpiresInSeconds,
   onVerification,
   recordRouteTemplates = false,
+  keyEvents,
 }: AppDeps) {
-  const routes = { service, maxExpiresInSeconds, audit: createAuditLog(logger) };
-  /** An HttpError as its JSON answer; anything else as 503 (the database) or 500, logged. */
+  const routes = { service, maxExpiresInSeconds, events: allKeyEvents(createAuditLog(logger), keyEvents) };
+  /** The one error mapping: an HttpError or a domain error as its JSON answer; anything else as 500, logged. */
   const answerError = (error: unknown, requestId: string | undefined): Response => {
     if (error instanceof HttpError) return errorResponse(error.status, error.message, error.headers);
-    // Nobody reads this answer (the connection is gone); its status tells the log what happened.
-    if (error instanceof RequestGoneError) return errorResponse(499, error.message);
-    if (error instanceof StoreUnavailableError) {
-      logger.warn('database unavailable', { requestId, code: error.code });
-      return errorResponse(503, 'The database is unavailable right now; try again shortly.', {
-        'retry-after': '1',
-      });
+    if (error instanceof DomainError) {
+      if (error instanceof StoreUnavailableError) {
+        logger.warn('database unavailable', { requestId, code: error.code });
+      }
+      return domainErrorResponse(error);
     }
     logger.error('unexpected error', {
       requestId,
@@ -91,26 +94,22 @@ export function createApp({
   if (recordRouteTemplates) {
     // In the first hook (transform), so requests that then fail authentication or the body are still
     // counted under their route. Only with metrics on: every route runs it (~0.7 µs a request).
-    app.onTransform({ as: 'global' }, ({ request, route }) =>
-      recordRouteTemplate(request, route.slice(basePath.length)),
-    );
+    app.onTransform({ as: 'global' }, ({ request, route }) => {
+      contextOf(request).route = route.slice(basePath.length);
+    });
   }
   app
     .onError(({ code, error, request, path, route }) => {
-      if (recordRouteTemplates && route) recordRouteTemplate(request, route.slice(basePath.length));
-      if (error instanceof ValidationError && error.type === 'body') {
-        return errorResponse(
-          400,
-          describeCreateBodyProblem(error.value, error.valueError?.path, maxExpiresInSeconds),
-        );
-      }
+      if (recordRouteTemplates && route) contextOf(request).route = route.slice(basePath.length);
+      // A route with a body schema words its own problems (its `error` hook, which runs after this one).
+      if (error instanceof ValidationError && error.type === 'body') return;
       // The one path parameter fails validation only when it is not valid percent-encoding.
       if (error instanceof ValidationError && error.type === 'params') {
         return errorResponse(400, 'The key id in the path is not valid percent-encoding.');
       }
       if (code === 'NOT_FOUND') return errorResponse(404, `There is no ${request.method} ${path}.`);
       if (code === 'PARSE') return errorResponse(400, 'The body is not valid JSON.');
-      return answerError(error, requestIdOf(request));
+      return answerError(error, contextOf(request).id);
     })
     .get(
       '/health',

@@ -144,6 +144,7 @@ export async function createKeygate(
     basePath: config.basePath,
     maxExpiresInSeconds: config.maxExpiresInSeconds,
     onVerification: metrics?.verification,
+    keyEvents: metrics?.keyEvents,
     recordRouteTemplates: metrics !== undefined,
   });
   const handle = withHttpEdge(app.fetch, logger, {

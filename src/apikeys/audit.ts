@@ -1,19 +1,42 @@
-// Audit lines: one JSON log line per committed change, named in `msg`. Written only after the commit;
-// never a secret, a token or a hash (keys are identifiers, not credentials).
+// Key events, told after each committed change, and the audit log that writes them: one JSON log
+// line per change, named in `msg`. Never a secret, a token or a hash (keys are identifiers, not
+// credentials). Metrics listen to the same events (metrics/metrics.ts).
 import type { Logger } from '../core/log';
+
+export type KeyChange = { key: string; userId: number; by: string; requestId: string | undefined };
+
+export type KeyEvents = {
+  created(change: KeyChange): void;
+  deleted(change: KeyChange): void;
+  rotated(change: KeyChange & { previousKey: string }): void;
+};
 
 export type AuditLog = ReturnType<typeof createAuditLog>;
 
-type Change = { key: string; userId: number; by: string; requestId: string | undefined };
-
 export function createAuditLog(logger: Pick<Logger, 'info'>) {
   return {
-    created: (change: Change) => logger.info('apikey.created', change),
-    deleted: (change: Change) => logger.info('apikey.deleted', change),
-    rotated: (change: Change & { previousKey: string }) => logger.info('apikey.rotated', change),
+    created: (change: KeyChange) => logger.info('apikey.created', change),
+    deleted: (change: KeyChange) => logger.info('apikey.deleted', change),
+    rotated: (change: KeyChange & { previousKey: string }) => logger.info('apikey.rotated', change),
     /** Once per purge pass that removed any. */
     purged(count: number, ms: number) {
       if (count > 0) logger.info('apikeys.purged', { count, ms });
+    },
+  } satisfies KeyEvents & Record<string, unknown>;
+}
+
+/** Every listener told of each event, in order. */
+export function allKeyEvents(...listeners: (KeyEvents | undefined)[]): KeyEvents {
+  const present = listeners.filter((listener) => listener !== undefined);
+  return {
+    created: (change) => {
+      for (const listener of present) listener.created(change);
+    },
+    deleted: (change) => {
+      for (const listener of present) listener.deleted(change);
+    },
+    rotated: (change) => {
+      for (const listener of present) listener.rotated(change);
     },
   };
 }

@@ -1,13 +1,14 @@
 // The shapes of the API-key endpoints as `t` schemas: the one source of truth for validation,
 // the OpenAPI document and the TypeScript types.
 import { Elysia, t } from 'elysia';
+import { LEVEL_RULE, MAX_LEVEL, MIN_LEVEL } from '../core/levels';
 
 /**
  * A whole number in a response. Not t.Integer(): Elysia's also accepts "5" and decodes it, a
  * transform that makes every response pass through TypeBox's Encode walk instead of a compiled Check
  * (~9 % of a verify's CPU). The OpenAPI document writes this as `type: integer`.
  */
-const WholeNumber = () => t.Number({ multipleOf: 1 });
+export const WholeNumber = () => t.Number({ multipleOf: 1 });
 
 export const CREATE_PROPERTIES = ['name', 'level', 'expiresIn'] as const;
 export const NAME_MAX_CHARACTERS = 128;
@@ -56,9 +57,9 @@ export function createKeyBody(maxExpiresInSeconds: number) {
       }),
       level: t.Number({
         multipleOf: 1,
-        minimum: 0,
-        maximum: 8,
-        description: 'Privilege level, an integer from 0 to 8, at most the caller’s own.',
+        minimum: MIN_LEVEL,
+        maximum: MAX_LEVEL,
+        description: `Privilege level, ${LEVEL_RULE}, at most the caller’s own.`,
       }),
       expiresIn: t.Number({
         multipleOf: 1,
@@ -79,7 +80,7 @@ export function propertyRule(property: string, maxExpiresInSeconds: number): str
     case 'name':
       return NAME_RULE;
     case 'level':
-      return 'level must be an integer from 0 to 8.';
+      return `level must be ${LEVEL_RULE}.`;
     case 'expiresIn':
       return `expiresIn must be an integer number of seconds from 1 to ${maxExpiresInSeconds}.`;
     default:
@@ -179,43 +180,6 @@ export const RotatedResponse = t.Object({
   previous: t.Object({ key: t.String(), expiresAt: t.String() }),
 });
 
-export const Principal = t.Union([
-  t.Object({
-    type: t.Literal('key'),
-    key: t.String(),
-    userId: WholeNumber(),
-    level: WholeNumber(),
-    name: t.String(),
-    expiresAt: t.String(),
-  }),
-  t.Object({ type: t.Literal('jwt'), userId: WholeNumber(), level: WholeNumber(), expiresAt: t.String() }),
-]);
-
-export const VerifyBody = t.Object(
-  {
-    key: t.Optional(t.String()),
-    secret: t.Optional(t.String()),
-    token: t.Optional(t.String()),
-    minLevel: t.Optional(t.Number({ multipleOf: 1, minimum: 0, maximum: 8 })),
-  },
-  {
-    additionalProperties: false,
-    description: 'Either key and secret, or token; minLevel optional.',
-  },
-);
-
-export const VerifyResponse = t.Object({
-  result: t.Literal('success'),
-  valid: t.Boolean(),
-  code: t.String({
-    description:
-      'VALID, NOT_FOUND, EXPIRED, INVALID_TOKEN or INSUFFICIENT_LEVEL; treat any other as invalid.',
-  }),
-  principal: t.Optional(Principal),
-});
-
-export const ForwardAuthResponse = t.Object({ result: t.Literal('success'), principal: Principal });
-
 /** The named schemas of the newer endpoints, listed under components.schemas in the OpenAPI document. */
 export const apiKeyModels = new Elysia({ name: 'keygate.apikey-models' }).model({
   KeySummary,
@@ -223,13 +187,4 @@ export const apiKeyModels = new Elysia({ name: 'keygate.apikey-models' }).model(
   KeyResponse,
   RotateBody,
   RotatedResponse,
-  Principal,
-  VerifyBody,
-  VerifyResponse,
-  ForwardAuthResponse,
 });
-
-/** A level bound such as `minLevel`: an integer 0..8 written as one digit. */
-export function isLevel(value: unknown): value is number {
-  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 8;
-}

@@ -1,23 +1,30 @@
-// The API-key endpoints of one authentication scheme: thin handlers over the service, and an audit
-// line after each committed change.
-import { Elysia, t } from 'elysia';
-import type { AuthScheme } from '../auth/plugin';
+// The API-key endpoints of one authentication scheme: thin handlers over the service, the input
+// checks the service does not make (the `:id` format, the query, the rotate body), and the key events
+// (audit line, metrics) after each committed change.
+import { Elysia, t, ValidationError } from 'elysia';
+import type { AuthScheme } from '../auth/schemes';
 import { readJsonBody } from '../http/body';
-import { requestIdOf } from '../http/edge';
-import { HttpError } from '../http/errors';
-import { whileConnected } from '../request-scope';
-import type { AuditLog } from './audit';
+import { errorResponse, HttpError } from '../http/errors';
+import { contextOf } from '../http/request-context';
+import type { KeyEvents } from './audit';
 import { decodeCursor, encodeCursor } from './cursor';
-import { apiKeyModels, CreatedResponse, createKeyBody, ErrorResponse } from './model';
+import {
+  apiKeyModels,
+  CreatedResponse,
+  createKeyBody,
+  describeCreateBodyProblem,
+  ErrorResponse,
+} from './model';
+import { KEY_ID_PATTERN } from './secrets';
 import type { ApiKeyService } from './service';
-import { assertKeyId, MAX_GRACE_PERIOD_SECONDS } from './service';
+import { MAX_GRACE_PERIOD_SECONDS } from './service';
 
 export type ApiKeyRoutesOptions = {
   /** `jwt` or `key`: the last path segment, naming the scheme. */
   suffix: 'jwt' | 'key';
   auth: AuthScheme;
   service: ApiKeyService;
-  audit: AuditLog;
+  events: KeyEvents;
   maxExpiresInSeconds: number;
 };
 
@@ -36,7 +43,7 @@ const ID_PARAMS = t.Object({ id: t.String({ description: 'The `key` of the API k
  */
 const BODY_NOT_READ_YET = Symbol('body not read yet');
 
-export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds }: ApiKeyRoutesOptions) {
+export function apiKeyRoutes({ suffix, auth, service, events, maxExpiresInSeconds }: ApiKeyRoutesOptions) {
   const doc = SCHEME_DOC[suffix];
   const body = createKeyBody(maxExpiresInSeconds);
   const errors = { 400: ErrorResponse, 401: ErrorResponse, 403: ErrorResponse, 404: ErrorResponse };
@@ -52,13 +59,9 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
     .post(
       `/apikeys/${suffix}`,
       async ({ caller, body, set, request }) => {
-        const apikey = await whileConnected(request, () => service.createKey(caller, body));
-        audit.created({
-          key: apikey.key,
-          userId: apikey.userId,
-          by: caller.by,
-          requestId: requestIdOf(request),
-        });
+        const { id: requestId, signal } = contextOf(request);
+        const apikey = await service.createKey(caller, body, signal);
+        events.created({ key: apikey.key, userId: apikey.userId, by: caller.by, requestId });
         set.status = 201;
         set.headers['cache-control'] = 'no-store';
         return { result: 'success' as const, apikey };
@@ -69,6 +72,14 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
           context.body = (await readJsonBody(context.request)) as typeof context.body;
         },
         body,
+        error: ({ error }) => {
+          if (error instanceof ValidationError && error.type === 'body') {
+            return errorResponse(
+              400,
+              describeCreateBodyProblem(error.value, error.valueError?.path, maxExpiresInSeconds),
+            );
+          }
+        },
         response: { 201: CreatedResponse, ...errors, 409: ErrorResponse, 413: ErrorResponse },
         detail: {
           summary: `Create an API key (${suffix})`,
@@ -81,8 +92,10 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
     .delete(
       `/apikeys/:id/${suffix}`,
       async ({ caller, params, set, request }) => {
-        const row = await whileConnected(request, () => service.revokeKey(caller, params.id));
-        audit.deleted({ key: row.id, userId: row.userId, by: caller.by, requestId: requestIdOf(request) });
+        assertKeyId(params.id);
+        const { id: requestId, signal } = contextOf(request);
+        const row = await service.revokeKey(caller, params.id, signal);
+        events.deleted({ key: row.id, userId: row.userId, by: caller.by, requestId });
         set.status = 204;
       },
       {
@@ -128,10 +141,10 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
     )
     .get(
       `/apikeys/:id/${suffix}`,
-      async ({ caller, params }) => ({
-        result: 'success' as const,
-        apikey: await service.getKey(caller, params.id),
-      }),
+      async ({ caller, params }) => {
+        assertKeyId(params.id);
+        return { result: 'success' as const, apikey: await service.getKey(caller, params.id) };
+      },
       {
         params: ID_PARAMS,
         response: { 200: 'KeyResponse', ...errors },
@@ -144,15 +157,14 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
     .post(
       `/apikeys/:id/rotate/${suffix}`,
       async ({ caller, params, body, set, request }) => {
-        const rotated = await whileConnected(request, () =>
-          service.rotateKey(caller, params.id, body.gracePeriod ?? 0),
-        );
-        audit.rotated({
+        const { id: requestId, signal } = contextOf(request);
+        const rotated = await service.rotateKey(caller, params.id, body.gracePeriod ?? 0, signal);
+        events.rotated({
           key: rotated.apikey.key,
           previousKey: rotated.previous.key,
           userId: rotated.apikey.userId,
           by: caller.by,
-          requestId: requestIdOf(request),
+          requestId,
         });
         set.status = 201;
         set.headers['cache-control'] = 'no-store';
@@ -174,6 +186,13 @@ export function apiKeyRoutes({ suffix, auth, service, audit, maxExpiresInSeconds
         ),
       },
     );
+}
+
+/** A `:id` not of the key format is 400, before anything is looked up. */
+function assertKeyId(id: string): void {
+  if (!KEY_ID_PATTERN.test(id)) {
+    throw new HttpError(400, 'The key id must be "kg_" followed by at least 22 letters and digits.');
+  }
 }
 
 /** An absent or empty body means the defaults; anything else is read as JSON under the usual rules. */

@@ -1,8 +1,12 @@
 // The rules of API keys: who may create, see, rotate or delete which key, levels that never escalate,
-// the per-user cap, expiry. Knows no HTTP framework and no SQL.
+// the per-user cap, expiry. Knows no HTTP framework and no SQL: it raises domain errors (errors.ts).
+// A change takes the signal of the connection that asked for it: the store commits nothing once it
+// has aborted, since nobody could receive the answer.
 
+import type { Caller } from '../auth/caller';
 import type { Clock } from '../core/clock';
-import { HttpError } from '../http/errors';
+import { andThen, type SyncOrAsync } from '../core/sync-or-async';
+import { KeyCapReachedError, KeyNotFoundError, LevelTooHighError } from './errors';
 import type { KeyCache } from './key-cache';
 import type { ApiKeyView, CreateKeyInput, KeySummary } from './model';
 import {
@@ -14,9 +18,6 @@ import {
   secretMatches,
 } from './secrets';
 import type { ApiKeyRow, ApiKeyStore, ListPosition } from './store';
-
-/** An authenticated caller: a token's subject, or the user behind an API key; `by` names it in audit lines. */
-export type Caller = { userId: number; level: number; by: string };
 
 /** The outcome of a key and secret: an unknown key and a wrong secret are the same answer. */
 export type KeyAuthentication =
@@ -38,12 +39,10 @@ export const MAX_GRACE_PERIOD_SECONDS = 30 * 24 * 3600;
 export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiKeyServiceOptions) {
   /** The caller's own live key, or 404 whether it is missing, expired or another user's. */
   async function ownLiveKey(caller: Caller, id: string, action: string): Promise<ApiKeyRow> {
-    assertKeyId(id);
     const row = await store.findKey(id);
-    if (!row || row.userId !== caller.userId || row.expiresAt <= clock()) throw keyNotFound();
+    if (!row || row.userId !== caller.userId || row.expiresAt <= clock()) throw new KeyNotFoundError();
     if (row.level > caller.level) {
-      throw new HttpError(
-        403,
+      throw new LevelTooHighError(
         `You may ${action} keys up to level ${caller.level}; this key is level ${row.level}.`,
       );
     }
@@ -57,18 +56,16 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
      * the expiry check, so an unknown key and a wrong secret take the same time. A `kgs_` secret with
      * a wrong checksum is refused before the lookup: that says nothing about any stored key.
      */
-    authenticateKey(key: string, secret: string): KeyAuthentication | Promise<KeyAuthentication> {
+    authenticateKey(key: string, secret: string): SyncOrAsync<KeyAuthentication> {
       if (!isWellFormedSecret(secret)) return NOT_FOUND;
-      const row = KEY_ID_PATTERN.test(key) ? keys.find(key) : undefined;
       // A key cache hit, or a read of a synchronous store (SQLite), answers at once: no promise.
-      return row instanceof Promise
-        ? row.then((found) => authenticationOf(secret, found))
-        : authenticationOf(secret, row);
+      const row = KEY_ID_PATTERN.test(key) ? keys.find(key) : undefined;
+      return andThen(row, (found) => authenticationOf(secret, found));
     },
 
-    async createKey(caller: Caller, input: CreateKeyInput): Promise<ApiKeyView> {
+    async createKey(caller: Caller, input: CreateKeyInput, signal?: AbortSignal): Promise<ApiKeyView> {
       if (input.level > caller.level) {
-        throw new HttpError(403, `You may create keys up to level ${caller.level}, not ${input.level}.`);
+        throw new LevelTooHighError(`You may create keys up to level ${caller.level}, not ${input.level}.`);
       }
       const now = clock();
       const { row, secret } = newKey({
@@ -78,14 +75,16 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
         createdAt: now,
         expiresAt: now + input.expiresIn * 1000,
       });
-      if ((await store.insertKeyWithinLimit(row, maxKeysPerUser)) === 'limit-reached') throw capReached();
+      if ((await store.insertKeyWithinLimit(row, maxKeysPerUser, signal)) === 'limit-reached') {
+        throw new KeyCapReachedError(maxKeysPerUser);
+      }
       return createdView(row, secret);
     },
 
     /** Resolves with the deleted row once its removal is committed. */
-    async revokeKey(caller: Caller, id: string): Promise<ApiKeyRow> {
+    async revokeKey(caller: Caller, id: string, signal?: AbortSignal): Promise<ApiKeyRow> {
       const row = await ownLiveKey(caller, id, 'delete');
-      if (!(await store.deleteKey(id))) throw keyNotFound();
+      if (!(await store.deleteKey(id, signal))) throw new KeyNotFoundError();
       return row;
     },
 
@@ -115,7 +114,7 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
      * A new key with the old one's name, level, user and expiry; the old one expires at
      * min(its expiry, now + grace). Checks in the contract's order: 404, level 403, cap 409.
      */
-    async rotateKey(caller: Caller, id: string, gracePeriodSeconds: number) {
+    async rotateKey(caller: Caller, id: string, gracePeriodSeconds: number, signal?: AbortSignal) {
       const previous = await ownLiveKey(caller, id, 'rotate');
       const now = clock();
       const { row, secret } = newKey({
@@ -126,15 +125,18 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
         expiresAt: previous.expiresAt,
       });
       const previousExpiresAt = Math.min(previous.expiresAt, now + gracePeriodSeconds * 1000);
-      const outcome = await store.rotateKey({
-        previousId: previous.id,
-        previousExpiresAt,
-        next: row,
-        // Without a grace period the old key stops at once, so the count does not grow.
-        limit: gracePeriodSeconds > 0 ? maxKeysPerUser : undefined,
-      });
-      if (outcome === 'not-found') throw keyNotFound();
-      if (outcome === 'limit-reached') throw capReached();
+      const outcome = await store.rotateKey(
+        {
+          previousId: previous.id,
+          previousExpiresAt,
+          next: row,
+          // Without a grace period the old key stops at once, so the count does not grow.
+          limit: gracePeriodSeconds > 0 ? maxKeysPerUser : undefined,
+        },
+        signal,
+      );
+      if (outcome === 'not-found') throw new KeyNotFoundError();
+      if (outcome === 'limit-reached') throw new KeyCapReachedError(maxKeysPerUser);
       return {
         apikey: createdView(row, secret),
         previous: { key: previous.id, expiresAt: new Date(previousExpiresAt).toISOString() },
@@ -147,17 +149,6 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
     const expired = (row?.expiresAt ?? 0) <= clock();
     if (!row || !matches) return NOT_FOUND;
     return expired ? { status: 'expired', row } : { status: 'valid', row };
-  }
-
-  function capReached(): HttpError {
-    return new HttpError(409, `You already hold ${maxKeysPerUser} live keys, the most allowed.`);
-  }
-}
-
-/** A `:id` not of the key format is 400, before anything is looked up. */
-export function assertKeyId(id: string): void {
-  if (!KEY_ID_PATTERN.test(id)) {
-    throw new HttpError(400, 'The key id must be "kg_" followed by at least 22 letters and digits.');
   }
 }
 
@@ -190,8 +181,4 @@ function summaryOf(row: ApiKeyRow): KeySummary {
     createdAt: new Date(row.createdAt).toISOString(),
     expiresAt: new Date(row.expiresAt).toISOString(),
   };
-}
-
-function keyNotFound(): HttpError {
-  return new HttpError(404, 'No such key.');
 }

@@ -1,6 +1,9 @@
 // The ApiKeyStore interface: rows in, rows out, in the service's words, no rules. Every method returns
-// a Promise, reads too, so an engine whose reads are async (PostgreSQL) fits the same shape.
+// a Promise (but the key lookup, which SQLite answers at once), so an engine whose reads are async
+// (PostgreSQL) fits the same shape. A write given the `signal` of the connection that asked for it
+// commits nothing once that signal has aborted (it rejects with RequestGoneError instead).
 // The implementations are src/db/sqlite/store.ts and src/db/postgres/store.ts.
+import { DomainError } from '../core/errors';
 
 /** One stored key. `secretHash` is the SHA-256 of the secret; the secret itself is never stored. */
 export type ApiKeyRow = {
@@ -56,16 +59,20 @@ export interface ApiKeyStore {
   listLiveKeys(query: ListQuery): Promise<ApiKeyRow[]>;
 
   /** Inserts unless the user already holds `limit` live keys; the count and the insert are one transaction. */
-  insertKeyWithinLimit(row: ApiKeyRow, limit: number): Promise<'inserted' | 'limit-reached'>;
+  insertKeyWithinLimit(
+    row: ApiKeyRow,
+    limit: number,
+    signal?: AbortSignal,
+  ): Promise<'inserted' | 'limit-reached'>;
 
   /** Resolves true when the key existed and its removal is committed. */
-  deleteKey(id: string): Promise<boolean>;
+  deleteKey(id: string, signal?: AbortSignal): Promise<boolean>;
 
   /**
    * In one transaction: the previous key (still live at `next.createdAt`) gets its new expiry and
    * `next` is inserted; either both are committed or neither.
    */
-  rotateKey(rotation: Rotation): Promise<RotationOutcome>;
+  rotateKey(rotation: Rotation, signal?: AbortSignal): Promise<RotationOutcome>;
 
   /** Deletes up to `limit` keys that expired at or before `now`; resolves with how many. */
   deleteExpiredBatch(now: number, limit: number): Promise<number>;
@@ -90,8 +97,9 @@ export interface ApiKeyStore {
  * The database cannot take the request right now (unreachable, locked, full, read-only): it may
  * succeed later, so the HTTP layer answers 503. Each store turns its engine's errors into this one.
  */
-export class StoreUnavailableError extends Error {
+export class StoreUnavailableError extends DomainError {
   override name = 'StoreUnavailableError';
+  readonly kind = 'unavailable';
   constructor(
     /** The engine's own code, for the log line. */
     readonly code: string,

@@ -6,13 +6,14 @@
 // A verified token is remembered until its `exp`: clients reuse a token for many requests, and the
 // signature check was the largest single cost of a create (bench/RESULTS.md, History); every time
 // check is re-run on each hit, so the cache never lets a token outlive one, nor its JWKS key.
+
 import { errors, importSPKI, type JWTVerifyGetKey, jwtVerify, SignJWT } from 'jose';
 import type { Clock } from '../core/clock';
+import { isLevel, MAX_LEVEL } from '../core/levels';
 import { createJwksKeySet, type JwksKeySet, JwksUnavailable } from './jwks';
 import type { AsymmetricAlgorithm, JwtAlgorithm } from './jwt-keys';
 
 export const JWT_ALGORITHM = 'HS256';
-export const MAX_LEVEL = 8;
 const DEFAULT_MAX_EXPIRES_IN_SECONDS = 315_360_000;
 
 /** Who a verified token speaks for, and until when (`exp` in milliseconds). */
@@ -233,7 +234,5 @@ export function parseUserId(sub: unknown): number | null {
 }
 
 function parseLevel(level: unknown): number | null {
-  return typeof level === 'number' && Number.isInteger(level) && level >= 0 && level <= MAX_LEVEL
-    ? level
-    : null;
+  return isLevel(level) ? level : null;
 }

@@ -3,35 +3,18 @@
 // and, when metrics are on, one observation by route template. The verification routes, which
 // backends and proxies call for every request they guard, are answered here directly (DirectRoute);
 // every other request goes on to Elysia.
-import type { TokenRefusal } from '../auth/jwt';
 import type { Logger } from '../core/log';
+import { andThen, type SyncOrAsync } from '../core/sync-or-async';
 import { BODY_TOO_LARGE, CLOSE, MAX_BODY_BYTES } from './body';
 import { errorResponse } from './errors';
+import { newRequestContext, type RequestContext, registerRequestContext } from './request-context';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
-const requestIds = new WeakMap<Request, string>();
-const routeTemplates = new WeakMap<Request, string>();
 /** The route label of a request keygate did not route: an unknown path, or a 413 before routing. */
 export const UNMATCHED_ROUTE = 'unmatched';
-const tokenRefusals = new WeakMap<Request, TokenRefusal>();
-
-/** The id given to a request that Elysia answers, for its audit and error lines. */
-export function requestIdOf(request: Request): string | undefined {
-  return requestIds.get(request);
-}
-
-/** The router tells which template (`/apikeys/:id/jwt`) a request matched; metrics label by it. */
-export function recordRouteTemplate(request: Request, template: string): void {
-  routeTemplates.set(request, template);
-}
 
 /** Told once per answered request, after its response is ready. */
 export type RequestObserver = (method: string, route: string, status: number, seconds: number) => void;
-
-/** Why the request's token was refused, for its log line at LOG_LEVEL=debug (never the token). */
-export function noteTokenRefusal(request: Request, reason: TokenRefusal): void {
-  tokenRefusals.set(request, reason);
-}
 
 /**
  * A route the edge answers itself, before Elysia's router: the same answer with less work per
@@ -44,7 +27,12 @@ export type DirectRoute = {
   template: string;
   /** False when the body is never read: then its declared size does not matter. */
   readsBody: boolean;
-  answer(request: Request, query: string, headers: Record<string, string>): Response | Promise<Response>;
+  answer(
+    request: Request,
+    query: string,
+    headers: Record<string, string>,
+    context: RequestContext,
+  ): SyncOrAsync<Response>;
 };
 
 /** The text after `?` in a URL, or '' without one: what a direct route is given as its query. */
@@ -67,20 +55,20 @@ export type EdgeOptions = {
 };
 
 export function withHttpEdge(
-  handle: (request: Request) => Response | Promise<Response>,
+  handle: (request: Request) => SyncOrAsync<Response>,
   logger: Logger,
   { directRoute, answerError, explainTokenRefusals = false, observe, keepAlive }: EdgeOptions,
-): (request: Request) => Response | Promise<Response> {
+): (request: Request) => SyncOrAsync<Response> {
   /** The request line and the observation; the edge's headers too unless the route sent them. */
   const finish = (
     request: Request,
-    id: string,
+    context: RequestContext,
     started: number,
     path: string,
-    route: string | undefined,
     response: Response,
     headersSent: boolean,
   ): Response => {
+    const { id } = context;
     if (!headersSent) {
       const headers = response.headers;
       headers.set('x-request-id', id);
@@ -93,10 +81,10 @@ export function withHttpEdge(
     const ms = performance.now() - started;
     const { method } = request;
     const status = response.status;
-    observe?.(method, route ?? routeTemplates.get(request) ?? UNMATCHED_ROUTE, status, ms / 1000);
+    observe?.(method, context.route ?? UNMATCHED_ROUTE, status, ms / 1000);
     // The line's fields written as JSON directly (as JSON.stringify would, in this order): no object
     // per request for the logger to copy. The id needs no escaping: REQUEST_ID's characters, or a UUID.
-    const tokenRefusal = explainTokenRefusals ? tokenRefusals.get(request) : undefined;
+    const tokenRefusal = explainTokenRefusals ? context.tokenRefusal : undefined;
     logger.infoJson(
       'request',
       `"requestId":"${id}","method":${JSON.stringify(method)},"path":${JSON.stringify(path)},` +
@@ -110,26 +98,27 @@ export function withHttpEdge(
   const answerDirectly = (
     route: DirectRoute,
     request: Request,
-    id: string,
+    context: RequestContext,
     started: number,
     path: string,
     query: string,
-  ): Response | Promise<Response> => {
+  ): SyncOrAsync<Response> => {
+    const { id } = context;
+    context.route = route.template;
     const headers: Record<string, string> =
       keepAlive === undefined
         ? { 'x-request-id': id, 'x-content-type-options': 'nosniff' }
         : { 'x-request-id': id, 'x-content-type-options': 'nosniff', 'keep-alive': keepAlive };
-    const failed = (error: unknown) =>
-      finish(request, id, started, path, route.template, answerError(error, id), false);
-    let answer: Response | Promise<Response>;
+    const failed = (error: unknown) => finish(request, context, started, path, answerError(error, id), false);
+    let answer: SyncOrAsync<Response>;
     try {
-      answer = route.answer(request, query, headers);
+      answer = route.answer(request, query, headers, context);
     } catch (error) {
       return failed(error);
     }
     return answer instanceof Promise
-      ? answer.then((response) => finish(request, id, started, path, route.template, response, true), failed)
-      : finish(request, id, started, path, route.template, answer, true);
+      ? answer.then((response) => finish(request, context, started, path, response, true), failed)
+      : finish(request, context, started, path, answer, true);
   };
 
   return (original) => {
@@ -138,7 +127,10 @@ export function withHttpEdge(
     const originalUrl = original.url;
     const request = withRoutableHost(original, originalUrl);
     const given = request.headers.get('x-request-id');
-    const id = given !== null && REQUEST_ID.test(given) ? given : crypto.randomUUID();
+    const context = newRequestContext(
+      request,
+      given !== null && REQUEST_ID.test(given) ? given : crypto.randomUUID(),
+    );
     const url = request === original ? originalUrl : request.url;
     const pathStart = url.indexOf('/', url.indexOf('//') + 2);
     const queryStart = url.indexOf('?', pathStart);
@@ -149,17 +141,14 @@ export function withHttpEdge(
       (route === undefined || route.readsBody) &&
       Number(request.headers.get('content-length') ?? 0) > MAX_BODY_BYTES
     ) {
-      return finish(request, id, started, path, undefined, errorResponse(413, BODY_TOO_LARGE, CLOSE), false);
+      return finish(request, context, started, path, errorResponse(413, BODY_TOO_LARGE, CLOSE), false);
     }
     if (route !== undefined) {
       const query = queryStart === -1 ? '' : url.slice(queryStart + 1);
-      return answerDirectly(route, request, id, started, path, query);
+      return answerDirectly(route, request, context, started, path, query);
     }
-    requestIds.set(request, id);
-    const response = handle(request);
-    return response instanceof Promise
-      ? response.then((answered) => finish(request, id, started, path, undefined, answered, false))
-      : finish(request, id, started, path, undefined, response, false);
+    registerRequestContext(request, context);
+    return andThen(handle(request), (answered) => finish(request, context, started, path, answered, false));
   };
 }
 

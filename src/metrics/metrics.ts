@@ -1,10 +1,11 @@
 // What keygate counts for Prometheus, and the one place labels are chosen: route templates, methods,
 // statuses, schemes and outcome codes only. No key, user, token or address ever becomes a label.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { KeyEvents } from '../apikeys/audit';
 
 export type Metrics = ReturnType<typeof createMetrics>;
 
-/** `verify` is POST /apikeys/verify, `forward_auth` is /forward-auth (CONTRACT §7, §8). */
+/** `verify` is POST /apikeys/verify, `forward_auth` is /forward-auth. */
 export type VerificationPath = 'verify' | 'forward_auth';
 export type VerificationScheme = 'key' | 'jwt' | 'none';
 type PurgeableStore = { deleteExpiredBatch(now: number, limit: number): Promise<number> };
@@ -113,16 +114,18 @@ export function createMetrics(options: {
   for (const reason of ['revoked', 'expired'] as const) keysDeleted.inc({ reason }, 0);
 
   return {
-    /** One answered request; the key counters follow from the routes whose success means one change. */
+    /** One answered request. */
     observeRequest(method: string, route: string, status: number, seconds: number): void {
       const labels = { method: METHODS.has(method) ? method : 'other', route, status: String(status) };
       requests.inc(labels);
       requestSeconds.observe(labels, seconds);
-      const change = KEY_CHANGES[`${labels.method} ${route} ${status}`];
-      if (change === 'created') keysCreated.inc();
-      else if (change === 'revoked') keysDeleted.inc({ reason: 'revoked' });
-      else if (change === 'rotated') keysRotated.inc();
     },
+    /** Told of each committed change to keys, where it happens (beside the audit line). */
+    keyEvents: {
+      created: () => keysCreated.inc(),
+      deleted: () => keysDeleted.inc({ reason: 'revoked' }),
+      rotated: () => keysRotated.inc(),
+    } satisfies KeyEvents,
     verification(path: VerificationPath, scheme: VerificationScheme, code: string): void {
       verifications.inc({ path, scheme, code });
     },
@@ -152,13 +155,3 @@ export function createMetrics(options: {
     },
   };
 }
-
-// A success on these routes is exactly one committed change (201 and 204 leave only after COMMIT).
-const KEY_CHANGES: Record<string, 'created' | 'revoked' | 'rotated'> = {
-  'POST /apikeys/jwt 201': 'created',
-  'POST /apikeys/key 201': 'created',
-  'DELETE /apikeys/:id/jwt 204': 'revoked',
-  'DELETE /apikeys/:id/key 204': 'revoked',
-  'POST /apikeys/:id/rotate/jwt 201': 'rotated',
-  'POST /apikeys/:id/rotate/key 201': 'rotated',
-};

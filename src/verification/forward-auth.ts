@@ -2,10 +2,13 @@
 // ext_authz): `/forward-auth` and `/forward-auth/<anything>`, any method, the body never read. The
 // credential is the request's own headers, as for the /jwt and /key endpoints.
 import { Elysia } from 'elysia';
-import { apiKeyModels, ErrorResponse } from '../apikeys/model';
+import { ErrorResponse } from '../apikeys/model';
 import { readBearer, readKeyAndSecret } from '../auth/credentials';
+import { andThen, type SyncOrAsync } from '../core/sync-or-async';
 import { queryOf } from '../http/edge';
 import { HttpError } from '../http/errors';
+import { contextOf, type RequestContext } from '../http/request-context';
+import { verificationModels } from './model';
 import type { OnVerdict, Verdict, Verifier } from './verdict';
 
 /** The first path segment; the edge lets bodies of any declared size through here (they are never read). */
@@ -16,17 +19,19 @@ const NO_CREDENTIALS =
 
 /** The forward-auth answer (the edge's DirectRoute): 200 with the identity headers, or an HttpError. */
 export function forwardAuthAnswer(verifier: Verifier, onVerdict?: OnVerdict) {
-  return (request: Request, query: string, headers: Record<string, string>): Response | Promise<Response> => {
-    const verdict = verdictOf(verifier, request, query, onVerdict);
-    return verdict instanceof Promise
-      ? verdict.then((settled) => allowed(settled, headers))
-      : allowed(verdict, headers);
-  };
+  return (
+    request: Request,
+    query: string,
+    headers: Record<string, string>,
+    context: RequestContext,
+  ): SyncOrAsync<Response> =>
+    andThen(verdictOf(verifier, request, query, context, onVerdict), (verdict) => allowed(verdict, headers));
 }
 
 /** The routes as Elysia knows them, for the document (the edge answers these paths itself). */
 export function forwardAuthRoutes(answer: ReturnType<typeof forwardAuthAnswer>) {
-  const handler = ({ request }: { request: Request }) => answer(request, queryOf(request.url), {});
+  const handler = ({ request }: { request: Request }) =>
+    answer(request, queryOf(request.url), {}, contextOf(request));
   const options = {
     // The body is never read, whatever the method and its Content-Type.
     parse: 'none' as const,
@@ -46,7 +51,7 @@ export function forwardAuthRoutes(answer: ReturnType<typeof forwardAuthAnswer>) 
   };
   return (
     new Elysia()
-      .use(apiKeyModels)
+      .use(verificationModels)
       .all(FORWARD_AUTH_PATH, handler, options)
       // "/forward-auth/*" is not an OpenAPI path template.
       .all(`${FORWARD_AUTH_PATH}/*`, handler, { ...options, detail: { ...options.detail, hide: true } })
@@ -61,8 +66,9 @@ function verdictOf(
   verifier: Verifier,
   request: Request,
   query: string,
+  context: RequestContext,
   onVerdict?: OnVerdict,
-): Verdict | Promise<Verdict> {
+): SyncOrAsync<Verdict> {
   const bearer = readBearer(request.headers);
   const key = bearer.kind === 'absent' ? readKeyAndSecret(request.headers) : undefined;
   if (bearer.kind === 'absent' && key?.kind === 'absent') {
@@ -76,13 +82,14 @@ function verdictOf(
     onVerdict?.(scheme, 'MALFORMED');
     throw new HttpError(403, 'The credential headers are malformed.');
   }
-  let verdict: Verdict | Promise<Verdict>;
-  if (bearer.kind === 'bearer') verdict = verifier.verifyToken(bearer.token, 0, request);
+  let verdict: SyncOrAsync<Verdict>;
+  if (bearer.kind === 'bearer') verdict = verifier.verifyToken(bearer.token, 0);
   else if (key?.kind === 'key') verdict = verifier.verifyKey(key.key, key.secret, 0);
   else throw new Error('unreachable: a credential is present');
-  return verdict instanceof Promise
-    ? verdict.then((settled) => againstMinLevel(settled, query, scheme, onVerdict))
-    : againstMinLevel(verdict, query, scheme, onVerdict);
+  return andThen(verdict, (settled) => {
+    if (settled.code === 'INVALID_TOKEN') context.tokenRefusal = settled.reason;
+    return againstMinLevel(settled, query, scheme, onVerdict);
+  });
 }
 
 /** A valid verdict below the query's minLevel becomes INSUFFICIENT_LEVEL; then it is counted. */

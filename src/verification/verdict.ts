@@ -1,9 +1,10 @@
-// One credential in, one verdict out: the answer shared by POST /apikeys/verify and forward-auth.
-// A key goes through service.authenticateKey (and the key cache), a token through the JwtAuthority.
+// One credential in, one verdict out: the rules shared by POST /apikeys/verify and forward-auth.
+// A key is authenticated by the apikeys service (the key cache, one hash, one compare), a token by
+// the JwtAuthority; the verdict is then judged against the level asked for.
 import type { ApiKeyService, KeyAuthentication } from '../apikeys/service';
 import type { ApiKeyRow } from '../apikeys/store';
-import type { JwtAuthority, TokenIdentity } from '../auth/jwt';
-import { noteTokenRefusal } from '../http/edge';
+import type { JwtAuthority, TokenIdentity, TokenRefusal } from '../auth/jwt';
+import { andThen, type SyncOrAsync } from '../core/sync-or-async';
 
 export type Principal =
   | { type: 'key'; key: string; userId: number; level: number; name: string; expiresAt: string }
@@ -12,7 +13,9 @@ export type Principal =
 export type Verdict =
   | { valid: true; code: 'VALID'; principal: Principal }
   | { valid: false; code: 'INSUFFICIENT_LEVEL'; principal: Principal }
-  | { valid: false; code: 'NOT_FOUND' | 'EXPIRED' | 'INVALID_TOKEN' };
+  | { valid: false; code: 'NOT_FOUND' | 'EXPIRED' }
+  /** `reason` is for the request's log line only (LOG_LEVEL=debug), never for the answer. */
+  | { valid: false; code: 'INVALID_TOKEN'; reason: TokenRefusal };
 
 export type Verifier = ReturnType<typeof createVerifier>;
 
@@ -32,20 +35,13 @@ export function createVerifier({
 }) {
   return {
     /** At once on a key cache hit or a synchronous store's read (no promise), else a promise. */
-    verifyKey(key: string, secret: string, minLevel: number): Verdict | Promise<Verdict> {
-      const outcome = service.authenticateKey(key, secret);
-      return outcome instanceof Promise
-        ? outcome.then((settled) => keyVerdict(settled, minLevel))
-        : keyVerdict(outcome, minLevel);
+    verifyKey(key: string, secret: string, minLevel: number): SyncOrAsync<Verdict> {
+      return andThen(service.authenticateKey(key, secret), (outcome) => keyVerdict(outcome, minLevel));
     },
 
-    /** `request`, when given, carries the refusal's reason to its log line. */
-    async verifyToken(token: string, minLevel: number, request?: Request): Promise<Verdict> {
+    async verifyToken(token: string, minLevel: number): Promise<Verdict> {
       const check = await jwt.verify(token);
-      if (!check.ok) {
-        if (request !== undefined) noteTokenRefusal(request, check.reason);
-        return { valid: false, code: 'INVALID_TOKEN' };
-      }
+      if (!check.ok) return { valid: false, code: 'INVALID_TOKEN', reason: check.reason };
       return judged(tokenPrincipal(check.identity), minLevel);
     },
   };
@@ -57,7 +53,8 @@ function keyVerdict(outcome: KeyAuthentication, minLevel: number): Verdict {
   return judged(keyPrincipal(outcome.row), minLevel);
 }
 
-function judged(principal: Principal, minLevel: number): Verdict {
+/** A valid verdict below `minLevel` becomes INSUFFICIENT_LEVEL. */
+export function judged(principal: Principal, minLevel: number): Verdict {
   return principal.level < minLevel
     ? { valid: false, code: 'INSUFFICIENT_LEVEL', principal }
     : { valid: true, code: 'VALID', principal };

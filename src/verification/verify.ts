@@ -1,9 +1,13 @@
 // POST /apikeys/verify: no caller authentication; the body carries the credential to check, and a
 // well-formed body always gets 200 with a code (it tells the holder only what using it would).
 import { Elysia } from 'elysia';
-import { apiKeyModels, ErrorResponse, isLevel, VerifyBody } from '../apikeys/model';
+import { ErrorResponse } from '../apikeys/model';
+import { isLevel, LEVEL_RULE } from '../core/levels';
+import { andThen } from '../core/sync-or-async';
 import { readJsonBody } from '../http/body';
 import { HttpError } from '../http/errors';
+import { contextOf, type RequestContext } from '../http/request-context';
+import { VerifyBody, verificationModels } from './model';
 import type { OnVerdict, Verdict, Verifier } from './verdict';
 
 type Credential = { key: string; secret: string; minLevel: number } | { token: string; minLevel: number };
@@ -15,18 +19,21 @@ export const VERIFY_PATH = '/apikeys/verify';
  * caller to authenticate first: a bad body is refused at once).
  */
 export function verifyAnswer(verifier: Verifier, onVerdict?: OnVerdict) {
-  return (request: Request, _query: string, headers: Record<string, string>): Promise<Response> =>
+  return (
+    request: Request,
+    _query: string,
+    headers: Record<string, string>,
+    context: RequestContext,
+  ): Promise<Response> =>
     readJsonBody(request).then((body) => {
       const credential = credentialOf(body);
       const scheme = 'token' in credential ? 'jwt' : 'key';
       const verdict =
         'token' in credential
-          ? verifier.verifyToken(credential.token, credential.minLevel, request)
+          ? verifier.verifyToken(credential.token, credential.minLevel)
           : verifier.verifyKey(credential.key, credential.secret, credential.minLevel);
       // A key in the key cache is judged at once: no more waiting on the hot path.
-      return verdict instanceof Promise
-        ? verdict.then((settled) => verified(settled, scheme, headers, onVerdict))
-        : verified(verdict, scheme, headers, onVerdict);
+      return andThen(verdict, (settled) => verified(settled, scheme, headers, context, onVerdict));
     });
 }
 
@@ -34,9 +41,11 @@ function verified(
   verdict: Verdict,
   scheme: 'jwt' | 'key',
   headers: Record<string, string>,
+  context: RequestContext,
   onVerdict?: OnVerdict,
 ): Response {
   onVerdict?.(scheme, verdict.code);
+  if (verdict.code === 'INVALID_TOKEN') context.tokenRefusal = verdict.reason;
   headers['content-type'] = 'application/json';
   headers['cache-control'] = 'no-store';
   // Written without a spread of the verdict; an absent principal (undefined) is left out, as before.
@@ -47,7 +56,8 @@ function verified(
 
 /** The route as Elysia knows it, for the document: the body's schema and the answers' are named there. */
 export function verifyRoutes(answer: ReturnType<typeof verifyAnswer>) {
-  return new Elysia().use(apiKeyModels).post(VERIFY_PATH, ({ request }) => answer(request, '', {}), {
+  const handler = ({ request }: { request: Request }) => answer(request, '', {}, contextOf(request));
+  return new Elysia().use(verificationModels).post(VERIFY_PATH, handler, {
     // The handler reads and checks the body itself, so Elysia runs no parser, transform or schema
     // check on it (+12% verifies a second; bench/RESULTS.md, History).
     parse: 'none',
@@ -85,7 +95,7 @@ export function credentialOf(body: unknown): Credential {
       throw new HttpError(400, `${name} must be a string.`);
   }
   if ('minLevel' in fields && !isLevel(fields.minLevel)) {
-    throw new HttpError(400, 'minLevel must be an integer from 0 to 8.');
+    throw new HttpError(400, `minLevel must be ${LEVEL_RULE}.`);
   }
   const minLevel = (fields.minLevel as number | undefined) ?? 0;
   const hasKey = 'key' in fields || 'secret' in fields;

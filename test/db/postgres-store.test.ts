@@ -5,11 +5,11 @@
 import { afterEach, describe, expect, it } from 'bun:test';
 import { SQL } from 'bun';
 import type { ApiKeyStore } from '../../src/apikeys/store';
+import { RequestGoneError } from '../../src/core/errors';
 import { embeddedPostgresMigrations } from '../../src/db/migrations.macro';
 import { migrateUnderLock } from '../../src/db/postgres/migrate';
 import { openPostgres } from '../../src/db/postgres/open';
 import { createPostgresApiKeyStore } from '../../src/db/postgres/store';
-import { RequestGoneError, whileConnected } from '../../src/request-scope';
 import { freshPostgresDatabase, sharedPostgres, TEST_ENGINE } from '../support/postgres';
 import { id, row } from '../support/rows';
 
@@ -147,7 +147,7 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL store', () => {
     const gone = new AbortController();
     gone.abort();
     const request = new Request('http://localhost/apikeys/jwt', { signal: gone.signal });
-    const insert = whileConnected(request, () => store.insertKeyWithinLimit(row(id(1)), 10));
+    const insert = store.insertKeyWithinLimit(row(id(1)), 10, request.signal);
     await expect(insert).rejects.toBeInstanceOf(RequestGoneError);
     const sql = admin(url);
     expect(await actual(sql)).toEqual([]);

@@ -268,7 +268,14 @@ describe('metric recording functions', () => {
     metrics.verification('verify', 'key', 'VALID');
     metrics.verification('verify', 'key', 'VALID');
     metrics.verification('forward_auth', 'jwt', 'INVALID_TOKEN');
-    metrics.observeRequest('POST', '/apikeys/:id/rotate/key', 201, 0.001);
+    // A rotation is counted where it is committed, once; a refused one tells no event.
+    metrics.keyEvents.rotated({
+      key: 'kg_new',
+      previousKey: 'kg_old',
+      userId: 1,
+      by: 'jwt:1',
+      requestId: 'r',
+    });
     metrics.observeRequest('POST', '/apikeys/:id/rotate/key', 409, 0.001);
     metrics.cacheLookup('verified_token', true);
     metrics.cacheLookup('verified_token', false);

@@ -10,7 +10,7 @@ import {
   type KeysChangedListener,
   StoreUnavailableError,
 } from '../../apikeys/store';
-import { currentRequestSignal, RequestGoneError } from '../../request-scope';
+import { RequestGoneError } from '../../core/errors';
 import type { PostgresDb } from './open';
 import { apiKeys, userKeyCounts } from './schema';
 
@@ -60,8 +60,10 @@ export async function createPostgresApiKeyStore(
   };
   const inFlight = new Set<Promise<unknown>>();
   /** Runs one write transaction; its promise settles after COMMIT returned and the change is announced. */
-  const write = <T>(work: (tx: Parameters<Parameters<PostgresDb['transaction']>[0]>[0]) => Promise<T>) => {
-    const request = currentRequestSignal();
+  const write = <T>(
+    work: (tx: Parameters<Parameters<PostgresDb['transaction']>[0]>[0]) => Promise<T>,
+    request?: AbortSignal,
+  ) => {
     const done = db
       .transaction(async (tx) => {
         // Durability must not depend on the server's default: a 201 or 204 means the commit is on
@@ -189,32 +191,32 @@ export async function createPostgresApiKeyStore(
       return rows.map(toRow);
     },
 
-    async insertKeyWithinLimit(row, limit) {
+    async insertKeyWithinLimit(row, limit, signal) {
       const outcome = await inUserTurn(row.userId, () =>
         write(async (tx) => {
           if (!(await belowCap(tx, row.userId, row.createdAt, limit))) return 'limit-reached' as const;
           await tx.insert(apiKeys).values(toColumns(row));
           return 'inserted' as const;
-        }),
+        }, signal),
       );
       // Ids carry 131 random bits, so no other replica can have this one cached as unknown: a local event only.
       if (outcome === 'inserted') announce([row.id]);
       return outcome;
     },
 
-    async deleteKey(id) {
+    async deleteKey(id, signal) {
       const deleted = await write(async (tx) => {
         // One statement: the NOTIFY is sent only when a row went, without a second round trip.
         const rows = await tx.execute(sql`
           WITH gone AS (DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ${id} RETURNING 1)
           SELECT pg_notify(${KEYS_CHANNEL}, ${payloadOf([id])}) FROM gone`);
         return rows.length > 0;
-      });
+      }, signal);
       if (deleted) announce([id]);
       return deleted;
     },
 
-    async rotateKey({ previousId, previousExpiresAt, next, limit }) {
+    async rotateKey({ previousId, previousExpiresAt, next, limit }, signal) {
       const outcome = await inUserTurn(next.userId, () =>
         write(async (tx) => {
           const now = next.createdAt;
@@ -233,7 +235,7 @@ export async function createPostgresApiKeyStore(
           await tx.insert(apiKeys).values(toColumns(next));
           await notify(tx, [previousId]);
           return 'rotated' as const;
-        }),
+        }, signal),
       );
       if (outcome === 'rotated') announce([previousId, next.id]);
       return outcome;

@@ -1,7 +1,7 @@
 // Group commit: writes that arrive in the same turn of the event loop share one transaction and so
 // one fsync. Each job runs in a savepoint of its own, so one failing job rolls back alone.
 import type { Database, Statement } from 'bun:sqlite';
-import { currentRequestSignal, RequestGoneError } from '../../request-scope';
+import { RequestGoneError } from '../../core/errors';
 
 /** How long writes wait for another connection's write lock before they fail with SQLITE_BUSY (503). */
 export const WRITE_LOCK_WAIT_MS = 2000;
@@ -53,11 +53,11 @@ export class GroupCommitWriter {
    * Runs `work` inside the next shared transaction; resolves only after that transaction commits.
    * `committed` runs synchronously right after the COMMIT, before any writer's promise resolves.
    */
-  write<T>(work: () => T, committed?: (value: T) => void): Promise<T> {
+  write<T>(work: () => T, committed?: (value: T) => void, signal?: AbortSignal): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.queue.push({
         run: work,
-        signal: currentRequestSignal(),
+        signal,
         committed: committed as ((value: unknown) => void) | undefined,
         resolve: resolve as (value: unknown) => void,
         reject,

@@ -40,8 +40,8 @@ export function createSqliteApiKeyStore(
       onFailure: options.backgroundCheckpoints.onFailure,
     });
   const writer = {
-    write<T>(work: () => T, committed?: (value: T) => void): Promise<T> {
-      return groupCommit.write(work, committed).catch(unavailableOr);
+    write<T>(work: () => T, committed?: (value: T) => void, signal?: AbortSignal): Promise<T> {
+      return groupCommit.write(work, committed, signal).catch(unavailableOr);
     },
     drained: () => groupCommit.drained(),
   };
@@ -173,7 +173,7 @@ export function createSqliteApiKeyStore(
       });
     },
 
-    insertKeyWithinLimit(row: ApiKeyRow, limit: number) {
+    insertKeyWithinLimit(row: ApiKeyRow, limit: number, signal?: AbortSignal) {
       return writer.write(
         () => {
           if (!belowCap(row.userId, row.createdAt, limit)) return 'limit-reached' as const;
@@ -184,19 +184,21 @@ export function createSqliteApiKeyStore(
           // A negative cache entry for this id (someone guessed it) must go.
           if (outcome === 'inserted') announce([row.id]);
         },
+        signal,
       );
     },
 
-    deleteKey(id) {
+    deleteKey(id, signal) {
       return writer.write(
         () => deleteById.all({ id }).length > 0,
         (deleted) => {
           if (deleted) announce([id]);
         },
+        signal,
       );
     },
 
-    rotateKey({ previousId, previousExpiresAt, next, limit }) {
+    rotateKey({ previousId, previousExpiresAt, next, limit }, signal) {
       return writer.write(
         () => {
           const now = next.createdAt;
@@ -211,6 +213,7 @@ export function createSqliteApiKeyStore(
         (outcome) => {
           if (outcome === 'rotated') announce([previousId, next.id]);
         },
+        signal,
       );
     },
 

@@ -1,0 +1,26 @@
+// What the key rules refuse, as domain errors (core/errors.ts): the edge gives each its status.
+import { DomainError } from '../core/errors';
+
+/** The key is missing, expired or another user's: never said which. */
+export class KeyNotFoundError extends DomainError {
+  override name = 'KeyNotFoundError';
+  readonly kind = 'not-found';
+  constructor() {
+    super('No such key.');
+  }
+}
+
+/** The caller asked to act on, or create, a key above its own level. */
+export class LevelTooHighError extends DomainError {
+  override name = 'LevelTooHighError';
+  readonly kind = 'forbidden';
+}
+
+/** The user already holds as many live keys as allowed. */
+export class KeyCapReachedError extends DomainError {
+  override name = 'KeyCapReachedError';
+  readonly kind = 'conflict';
+  constructor(readonly cap: number) {
+    super(`You already hold ${cap} live keys, the most allowed.`);
+  }
+}

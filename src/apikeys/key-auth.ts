@@ -1,0 +1,23 @@
+// The key-and-secret scheme (the /key endpoints): `Authorization: Basic`, or X-API-Key and
+// X-API-Secret, authenticated by the service like every key (the key cache, one hash, one compare).
+import { readKeyAndSecret } from '../auth/credentials';
+import { type AuthScheme, callerScheme } from '../auth/schemes';
+import { HttpError } from '../http/errors';
+import type { ApiKeyService } from './service';
+
+export const NEEDS_KEY =
+  'This endpoint needs an API key and secret: Authorization: Basic base64(key:secret), or X-API-Key and X-API-Secret.';
+
+export function keyAuth(service: Pick<ApiKeyService, 'authenticateKey'>): AuthScheme {
+  return callerScheme(async (request) => {
+    const credentials = readKeyAndSecret(request.headers);
+    if (credentials.kind === 'absent') {
+      throw new HttpError(401, NEEDS_KEY, { 'www-authenticate': 'Basic realm="keygate"' });
+    }
+    if (credentials.kind === 'malformed') throw new HttpError(403, 'The API key credentials are malformed.');
+    const outcome = await service.authenticateKey(credentials.key, credentials.secret);
+    if (outcome.status !== 'valid') throw new HttpError(403, 'The API key or secret is not valid.');
+    const { row } = outcome;
+    return { userId: row.userId, level: row.level, by: `key:${row.id}` };
+  });
+}

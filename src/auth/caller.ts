@@ -1,0 +1,3 @@
+// Who is asking: a token's subject, or the user behind an API key. `by` names it in audit lines
+// (`jwt:<sub>` or `key:<kg_…>`); `level` bounds the keys it may act on.
+export type Caller = { userId: number; level: number; by: string };

@@ -1,0 +1,50 @@
+// The shapes of verify and forward-auth as `t` schemas: for the OpenAPI document (the routes read
+// and write their bodies themselves, on the hot path).
+import { Elysia, t } from 'elysia';
+import { WholeNumber } from '../apikeys/model';
+import { MAX_LEVEL, MIN_LEVEL } from '../core/levels';
+
+export const Principal = t.Union([
+  t.Object({
+    type: t.Literal('key'),
+    key: t.String(),
+    userId: WholeNumber(),
+    level: WholeNumber(),
+    name: t.String(),
+    expiresAt: t.String(),
+  }),
+  t.Object({ type: t.Literal('jwt'), userId: WholeNumber(), level: WholeNumber(), expiresAt: t.String() }),
+]);
+
+export const VerifyBody = t.Object(
+  {
+    key: t.Optional(t.String()),
+    secret: t.Optional(t.String()),
+    token: t.Optional(t.String()),
+    minLevel: t.Optional(t.Number({ multipleOf: 1, minimum: MIN_LEVEL, maximum: MAX_LEVEL })),
+  },
+  {
+    additionalProperties: false,
+    description: 'Either key and secret, or token; minLevel optional.',
+  },
+);
+
+export const VerifyResponse = t.Object({
+  result: t.Literal('success'),
+  valid: t.Boolean(),
+  code: t.String({
+    description:
+      'VALID, NOT_FOUND, EXPIRED, INVALID_TOKEN or INSUFFICIENT_LEVEL; treat any other as invalid.',
+  }),
+  principal: t.Optional(Principal),
+});
+
+export const ForwardAuthResponse = t.Object({ result: t.Literal('success'), principal: Principal });
+
+/** The named schemas of verification, listed under components.schemas in the OpenAPI document. */
+export const verificationModels = new Elysia({ name: 'keygate.verification-models' }).model({
+  Principal,
+  VerifyBody,
+  VerifyResponse,
+  ForwardAuthResponse,
+});
