@@ -3,14 +3,11 @@
 // holds across replicas because a create first locks its user's row in user_key_counts (which
 // triggers keep in step with api_keys); a delete or rotation NOTIFYs the other replicas in the same
 // transaction, and LISTEN evicts their cached keys.
+
 import { and, count, desc, eq, gt, lt, lte, or, sql } from 'drizzle-orm';
-import {
-  type ApiKeyRow,
-  type ApiKeyStore,
-  type KeysChangedListener,
-  StoreUnavailableError,
-} from '../../apikeys/store';
+import { type ApiKeyRow, type ApiKeyStore, StoreUnavailableError } from '../../apikeys/store';
 import { RequestGoneError } from '../../core/errors';
+import { keyChanges } from '../key-changes';
 import type { PostgresDb } from './open';
 import { apiKeys, userKeyCounts } from './schema';
 
@@ -53,11 +50,7 @@ export async function createPostgresApiKeyStore(
   db: PostgresDb,
   { listen }: PostgresStoreOptions,
 ): Promise<ApiKeyStore> {
-  const listeners = new Set<KeysChangedListener>();
-  const announce = (ids: readonly string[] | 'all') => {
-    if (ids !== 'all' && ids.length === 0) return;
-    for (const listener of listeners) listener(ids);
-  };
+  const { announce, onKeysChanged } = keyChanges();
   const inFlight = new Set<Promise<unknown>>();
   /** Runs one write transaction; its promise settles after COMMIT returned and the change is announced. */
   const write = <T>(
@@ -256,10 +249,7 @@ export async function createPostgresApiKeyStore(
       return ids.length;
     },
 
-    onKeysChanged(listener) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
-    },
+    onKeysChanged,
 
     drained,
 

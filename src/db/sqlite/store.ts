@@ -1,12 +1,9 @@
 // The ApiKeyStore on SQLite: writes go through the group-commit writer and resolve once committed;
 // reads are prepared statements (synchronous underneath, Promises outside).
+
 import { and, count, desc, eq, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
-import {
-  type ApiKeyRow,
-  type ApiKeyStore,
-  type KeysChangedListener,
-  StoreUnavailableError,
-} from '../../apikeys/store';
+import { type ApiKeyRow, type ApiKeyStore, StoreUnavailableError } from '../../apikeys/store';
+import { keyChanges } from '../key-changes';
 import { checkpointInBackground } from './checkpoints';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
@@ -45,11 +42,7 @@ export function createSqliteApiKeyStore(
     },
     drained: () => groupCommit.drained(),
   };
-  const listeners = new Set<KeysChangedListener>();
-  const announce = (ids: readonly string[]) => {
-    if (ids.length === 0) return;
-    for (const listener of listeners) listener(ids);
-  };
+  const { announce, onKeysChanged } = keyChanges();
 
   const findById = db
     .select()
@@ -226,10 +219,7 @@ export function createSqliteApiKeyStore(
         .then((ids) => ids.length);
     },
 
-    onKeysChanged(listener) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
-    },
+    onKeysChanged,
 
     drained: () => writer.drained(),
 
