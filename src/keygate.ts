@@ -132,7 +132,6 @@ export async function createKeygate(
     issuer: config.jwtIssuer,
     audience: config.jwtAudience,
     clockToleranceSeconds: config.jwtClockToleranceSeconds,
-    maxExpiresInSeconds: config.maxExpiresInSeconds,
     clock,
   });
   const app = createApp({

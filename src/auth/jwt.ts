@@ -1,7 +1,9 @@
 // JWT verification and signing via jose. The key is a shared secret (HS256, which keygate can also
 // sign with), an identity provider's JWKS endpoint, or one PEM public key; the algorithms are pinned
 // per source (jwt-keys.ts). `exp` and `sub` are required, `nbf`/`iss`/`aud` honoured; `exp` must be
-// finite and no further ahead than MAX_EXPIRES_IN_SECONDS, `iat` not in the future, and every segment
+// finite and no later than the end of year 9999 (MAX_EXPIRES_IN_SECONDS bounds keys, not tokens: an
+// identity provider's one-hour token must work wherever keys are capped below an hour), `iat` not in
+// the future, and every segment
 // canonical base64url (one string per token, not eight). A refusal says why, for the debug log.
 // A verified token is remembered until its `exp`: clients reuse a token for many requests, and the
 // signature check was the largest single cost of a create (bench/RESULTS.md, History); every time
@@ -14,7 +16,8 @@ import { createJwksKeySet, type JwksKeySet, JwksUnavailable } from './jwks';
 import type { AsymmetricAlgorithm, JwtAlgorithm } from './jwt-keys';
 
 export const JWT_ALGORITHM = 'HS256';
-const DEFAULT_MAX_EXPIRES_IN_SECONDS = 315_360_000;
+/** 9999-12-31T23:59:59Z in seconds: a later `exp` has no ISO 8601 form for `expiresAt`. */
+export const LATEST_TOKEN_EXP_SECONDS = 253_402_300_799;
 
 /** Who a verified token speaks for, and until when (`exp` in milliseconds). */
 export type TokenIdentity = { userId: number; level: number; expiresAt: number };
@@ -52,8 +55,6 @@ export type JwtOptions = JwtKeySource & {
   clock: Clock;
   /** Seconds of clock skew allowed on exp, nbf and iat (JWT_CLOCK_TOLERANCE_SECONDS). */
   clockToleranceSeconds?: number;
-  /** `exp` further ahead than this is refused (MAX_EXPIRES_IN_SECONDS). */
-  maxExpiresInSeconds?: number;
 };
 
 export type JwtAuthority = {
@@ -88,11 +89,10 @@ export function createJwtAuthority(options: JwtOptions): JwtAuthority {
   const currentKeys = (): number | undefined =>
     keySet === undefined ? 0 : keySet.due ? undefined : keySet.generation;
   const tolerance = options.clockToleranceSeconds ?? 0;
-  const maxAhead = options.maxExpiresInSeconds ?? DEFAULT_MAX_EXPIRES_IN_SECONDS;
 
   /** Seconds, compared as jose compares them, each widened by the tolerance. */
   function timeRefusal({ exp, nbf, iat }: TimeClaims, now: number): TokenRefusal | undefined {
-    if (!Number.isFinite(exp) || exp > now + maxAhead + tolerance) return 'exp-too-far';
+    if (!Number.isFinite(exp) || exp > LATEST_TOKEN_EXP_SECONDS) return 'exp-too-far';
     if (exp <= now - tolerance) return 'expired';
     if (nbf !== undefined && nbf > now + tolerance) return 'not-yet-valid';
     if (iat !== undefined && !(Number.isFinite(iat) && iat <= now + tolerance)) return 'issued-in-future';
