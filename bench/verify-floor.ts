@@ -20,7 +20,7 @@ import { isWellFormedSecret, KEY_ID_PATTERN } from '../src/apikeys/secrets';
 import { readBearer, readKeyAndSecret } from '../src/auth/credentials';
 import { readJsonBody } from '../src/http/body';
 import { queryOf } from '../src/http/edge';
-import { minLevelOf } from '../src/verification/forward-auth';
+import { requiredLevel } from '../src/verification/forward-auth';
 import { credentialOf } from '../src/verification/verify';
 import { answered, jsonBody, requestId } from './duties';
 
@@ -126,7 +126,7 @@ function forwardAuthWithDuties(request: Request): Response {
   // The credential read as §4 reads it, minLevel from the query (keygate's own readers; the bench
   // sends no query), and all five identity headers.
   const verdict = strictKeyVerdict(request);
-  if (!verdict.valid || verdict.principal.level < minLevelOf(queryOf(request.url))) {
+  if (!verdict.valid || verdict.principal.level < requiredLevel(queryOf(request.url), null)) {
     return answered(request, id, started, 403, {
       result: 'error',
       error: 'The API key or secret is not valid.',

@@ -4,6 +4,7 @@
 import { Elysia } from 'elysia';
 import { ErrorResponse } from '../apikeys/model';
 import { readBearer, readKeyAndSecret } from '../auth/credentials';
+import { LEVEL_RULE } from '../core/levels';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
 import { queryOf } from '../http/edge';
 import { HttpError } from '../http/errors';
@@ -44,7 +45,7 @@ export function forwardAuthRoutes(answer: ReturnType<typeof forwardAuthAnswer>) 
     detail: {
       summary: 'Forward-auth for a reverse proxy (any method)',
       description:
-        'Allows (200, identity in X-Keygate-* headers) or denies (401 without a credential, 403 for an invalid one or a level below minLevel). Query: optional minLevel=0..8, nothing else.',
+        'Allows (200, identity in X-Keygate-* headers) or denies (401 without a credential, 403 for an invalid one or a level below the one required). The required level is the highest of every minLevel=0..8 in the query and of the X-Keygate-Min-Level header; other query parameters (the client’s own, forwarded by a proxy) are ignored.',
       security: [{ bearer: [] }, { basic: [] }, { apiKey: [], apiSecret: [] }] as Record<string, string[]>[],
       tags: ['Verification'],
     },
@@ -88,7 +89,7 @@ function verdictOf(
   else throw new Error('unreachable: a credential is present');
   return andThen(verdict, (settled) => {
     if (settled.code === 'INVALID_TOKEN') context.tokenRefusal = settled.reason;
-    return againstMinLevel(settled, query, scheme, onVerdict);
+    return againstMinLevel(settled, query, request.headers.get('x-keygate-min-level'), scheme, onVerdict);
   });
 }
 
@@ -96,29 +97,40 @@ function verdictOf(
 function againstMinLevel(
   verdict: Verdict,
   query: string,
+  minLevelHeader: string | null,
   scheme: 'key' | 'jwt',
   onVerdict?: OnVerdict,
 ): Verdict {
   // A malformed query is a 400 before any verdict is given, so it is not counted.
   const final: Verdict =
-    verdict.valid && verdict.principal.level < minLevelOf(query)
+    verdict.valid && verdict.principal.level < requiredLevel(query, minLevelHeader)
       ? { valid: false, code: 'INSUFFICIENT_LEVEL', principal: verdict.principal }
       : verdict;
   onVerdict?.(scheme, final.code);
   return final;
 }
 
-/** From the query (the text after `?`): `minLevel` once, one digit 0..8, nothing else; absent: 0. */
-export function minLevelOf(query: string): number {
-  if (query === '') return 0;
-  const params = new URLSearchParams(query);
-  const names = [...params.keys()];
-  if (names.length === 0) return 0;
-  const value = params.get('minLevel');
-  if (names.length !== 1 || value === null || !/^[0-8]$/.test(value)) {
-    throw new HttpError(400, 'The only query parameter is minLevel, an integer from 0 to 8.');
+/**
+ * The level required here: the highest of every `minLevel` in the query and of the
+ * X-Keygate-Min-Level header (a client may raise the bar, never lower it); 0 without any. Other query
+ * parameters are the client's own, forwarded by the proxy (Envoy, Traefik), and ignored. A value that
+ * is not one digit 0..8 is a 400.
+ */
+export function requiredLevel(query: string, header: string | null): number {
+  let required = header === null ? 0 : levelOf(header);
+  if (query !== '') {
+    for (const [name, value] of new URLSearchParams(query)) {
+      if (name === 'minLevel') required = Math.max(required, levelOf(value));
+    }
   }
-  return Number(value);
+  return required;
+}
+
+function levelOf(value: string): number {
+  if (!/^[0-8]$/.test(value)) {
+    throw new HttpError(400, `minLevel (query or X-Keygate-Min-Level) must be ${LEVEL_RULE}, one digit.`);
+  }
+  return value.charCodeAt(0) - 48;
 }
 
 function refusal(verdict: Verdict): string {

@@ -17,7 +17,11 @@ describe('a token that outlives MAX_EXPIRES_IN_SECONDS', () => {
     expect(created.status).toBe(201);
     expect((await app.req('GET', '/apikeys/jwt', { headers })).status).toBe(200);
     const verified = await app.req('POST', '/apikeys/verify', { body: { token } });
-    expect(verified.json).toMatchObject({ valid: true, code: 'VALID', principal: { type: 'jwt', userId: 42 } });
+    expect(verified.json).toMatchObject({
+      valid: true,
+      code: 'VALID',
+      principal: { type: 'jwt', userId: 42 },
+    });
   });
 
   it('still refuses a key that would outlive it (400)', async () => {

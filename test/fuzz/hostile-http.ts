@@ -1077,11 +1077,11 @@ function pathOf(world: World, r: FuzzRequest): { path: string; method: string } 
   }
 }
 
-/** The level forward-auth's query asks for; 'bad' for anything but one minLevel of 0..8 (400). */
+/** The level forward-auth's query asks for: the highest minLevel; 'bad' when any is not 0..8 (400). */
 function minLevelOf(url: URL): number | 'bad' {
   const values = url.searchParams.getAll('minLevel');
-  if (values.length === 0) return 0;
-  return values.length === 1 && /^[0-8]$/.test(values[0] as string) ? Number(values[0]) : 'bad';
+  if (values.some((value) => !/^[0-8]$/.test(value))) return 'bad';
+  return Math.max(0, ...values.map(Number));
 }
 
 function verifyExpectation(world: World, b: Body): VerifyExpectation | undefined {

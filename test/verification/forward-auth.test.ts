@@ -78,6 +78,36 @@ describe('forward-auth allows', () => {
     expect(response.status).toBe(200);
   });
 
+  it.each([
+    ['another parameter', 'other=1', 200],
+    ['a query without a value', 'x', 200],
+    ['a differently spelt name', 'minlevel=7', 200],
+    ['the client query beside minLevel', 'page=2&minLevel=3&sort=name', 200],
+    ['minLevel twice: the highest counts', 'minLevel=1&minLevel=4', 403],
+  ])(
+    'ignores query parameters other than minLevel (a proxy forwards the client query): %s',
+    async (_, query, status) => {
+      const key = await k.createKey(1, { level: 3 });
+      const response = await k.req('GET', `/forward-auth/app/path?${query}`, {
+        headers: k.basic(key.key, key.secret),
+      });
+      expect(response.status).toBe(status);
+    },
+  );
+
+  it.each([
+    ['the header alone', '', '4', 403],
+    ['the header below the query', 'minLevel=4', '1', 403],
+    ['the query below the header', 'minLevel=1', '4', 403],
+    ['both at the level', 'minLevel=3', '3', 200],
+  ])('requires the highest of the query and X-Keygate-Min-Level: %s', async (_, query, header, status) => {
+    const key = await k.createKey(1, { level: 3 });
+    const response = await k.req('GET', `/forward-auth?${query}`, {
+      headers: { ...k.basic(key.key, key.secret), 'x-keygate-min-level': header },
+    });
+    expect(response.status).toBe(status);
+  });
+
   it('minLevel at or below the credential level', async () => {
     const key = await k.createKey(1, { level: 3 });
     for (const minLevel of ['0', '3']) {
@@ -148,14 +178,20 @@ describe('forward-auth denies', () => {
     'minLevel=',
     'minLevel=03',
     'minLevel=%33x',
-    'minLevel=1&minLevel=2',
-    'minlevel=1',
-    'other=1',
-    'minLevel=1&other=2',
-    'x',
+    'minLevel=1&minLevel=9',
+    'next=%2Fhome&minLevel=x',
   ])('400 for the query ?%s once the credential is valid', async (query) => {
     const key = await k.createKey(1, { level: 8 });
     const response = await k.req('GET', `/forward-auth?${query}`, { headers: k.basic(key.key, key.secret) });
+    expect(response.status).toBe(400);
+    expect(response.json).toEqual({ result: 'error', error: expect.stringContaining('minLevel') });
+  });
+
+  it.each(['9', '-1', '', 'high'])('400 for X-Keygate-Min-Level: %p', async (value) => {
+    const key = await k.createKey(1, { level: 8 });
+    const response = await k.req('GET', '/forward-auth', {
+      headers: { ...k.basic(key.key, key.secret), 'x-keygate-min-level': value },
+    });
     expect(response.status).toBe(400);
     expect(response.json).toEqual({ result: 'error', error: expect.stringContaining('minLevel') });
   });
