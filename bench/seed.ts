@@ -49,6 +49,13 @@ export function seedKeys(path: string, specs: SeedSpec[]): void {
             name: spec.name,
             createdAt,
             expiresAt: spec.expiresAt,
+            lineage: null,
+            rotatedAt: null,
+            enabled: true,
+            meta: null,
+            ratelimitLimit: null,
+            ratelimitDuration: null,
+            lastUsedAt: null,
           };
           insert.run(...order.map((property) => row[property]));
           spec.onKey?.(id, secret, i);

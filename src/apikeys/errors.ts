@@ -24,3 +24,15 @@ export class KeyCapReachedError extends DomainError {
     super(`You already hold ${cap} live keys, the most allowed.`);
   }
 }
+
+/**
+ * The caller is a key in its grace period after a rotation: it still authenticates and verifies
+ * until it expires, but it may not create or rotate keys, so a leaked key cannot renew itself.
+ */
+export class RetiringKeyError extends DomainError {
+  override name = 'RetiringKeyError';
+  readonly kind = 'forbidden';
+  constructor(action: string) {
+    super(`This key was rotated and is retiring: it may not ${action} keys; use the key that replaced it.`);
+  }
+}

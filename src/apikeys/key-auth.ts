@@ -18,6 +18,11 @@ export function keyAuth(service: Pick<ApiKeyService, 'authenticateKey'>): AuthSc
     const outcome = await service.authenticateKey(credentials.key, credentials.secret);
     if (outcome.status !== 'valid') throw new HttpError(403, 'The API key or secret is not valid.');
     const { row } = outcome;
-    return { userId: row.userId, level: row.level, by: `key:${row.id}` };
+    return {
+      userId: row.userId,
+      level: row.level,
+      by: `key:${row.id}`,
+      retiring: row.rotatedAt !== null && row.rotatedAt !== undefined,
+    };
   });
 }

@@ -6,7 +6,7 @@
 import type { Caller } from '../auth/caller';
 import type { Clock } from '../core/clock';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
-import { KeyCapReachedError, KeyNotFoundError, LevelTooHighError } from './errors';
+import { KeyCapReachedError, KeyNotFoundError, LevelTooHighError, RetiringKeyError } from './errors';
 import type { KeyCache } from './key-cache';
 import type { ApiKeyView, CreateKeyInput, KeySummary } from './model';
 import {
@@ -64,6 +64,7 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
     },
 
     async createKey(caller: Caller, input: CreateKeyInput, signal?: AbortSignal): Promise<ApiKeyView> {
+      if (caller.retiring) throw new RetiringKeyError('create');
       if (input.level > caller.level) {
         throw new LevelTooHighError(`You may create keys up to level ${caller.level}, not ${input.level}.`);
       }
@@ -115,6 +116,7 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
      * min(its expiry, now + grace). Checks in the contract's order: 404, level 403, cap 409.
      */
     async rotateKey(caller: Caller, id: string, gracePeriodSeconds: number, signal?: AbortSignal) {
+      if (caller.retiring) throw new RetiringKeyError('rotate');
       const previous = await ownLiveKey(caller, id, 'rotate');
       const now = clock();
       const { row, secret } = newKey({
@@ -123,6 +125,8 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
         name: previous.name,
         createdAt: now,
         expiresAt: previous.expiresAt,
+        // The chain's first key names it: old and new share its limits and credits.
+        lineage: previous.lineage ?? previous.id,
       });
       const previousExpiresAt = Math.min(previous.expiresAt, now + gracePeriodSeconds * 1000);
       const outcome = await store.rotateKey(

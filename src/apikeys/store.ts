@@ -15,6 +15,10 @@ export type ApiKeyRow = {
   /** Milliseconds since the epoch. */
   createdAt: number;
   expiresAt: number;
+  /** The first key of its rotation chain, whose limits and credits it shares; null (or absent): itself. */
+  lineage?: string | null;
+  /** When it was rotated out: it is retiring until it expires. Null (or absent) for a key in service. */
+  rotatedAt?: number | null;
 };
 
 /** A position in a user's list of keys, newest first: the last item of the previous page. */
@@ -69,8 +73,8 @@ export interface ApiKeyStore {
   deleteKey(id: string, signal?: AbortSignal): Promise<boolean>;
 
   /**
-   * In one transaction: the previous key (still live at `next.createdAt`) gets its new expiry and
-   * `next` is inserted; either both are committed or neither.
+   * In one transaction: the previous key (still live at `next.createdAt`) gets its new expiry and is
+   * marked rotated at `next.createdAt`, and `next` is inserted; either both are committed or neither.
    */
   rotateKey(rotation: Rotation, signal?: AbortSignal): Promise<RotationOutcome>;
 

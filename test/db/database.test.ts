@@ -70,7 +70,9 @@ describe('openDatabase', () => {
     const db = openDatabase(path);
     const counts = () => db.$client.query('SELECT user_id, keys FROM user_key_counts').all();
     expect(counts()).toEqual([{ user_id: 5, keys: 2 }]);
-    db.$client.run(`INSERT INTO api_keys VALUES ('kg_3', x'00', 5, 1, 'k', 1, 9)`);
+    db.$client.run(
+      `INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at) VALUES ('kg_3', x'00', 5, 1, 'k', 1, 9)`,
+    );
     expect(counts()).toEqual([{ user_id: 5, keys: 3 }]);
     db.$client.close();
   });
@@ -83,7 +85,9 @@ describe('openDatabase', () => {
     const db = openDatabase(path);
     const count = appliedMigrationCount(db);
     const insert = (id: string) =>
-      db.$client.run(`INSERT INTO api_keys VALUES ('${id}', x'00', 5, 1, 'k', 1, 9)`);
+      db.$client.run(
+        `INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at) VALUES ('${id}', x'00', 5, 1, 'k', 1, 9)`,
+      );
     const counts = () => db.$client.query('SELECT user_id, keys FROM user_key_counts').all();
     insert('kg_1');
     db.$client.run(undo as string);

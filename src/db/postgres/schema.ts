@@ -1,7 +1,18 @@
 // The PostgreSQL schema, the same table as SQLite's. Change it here, then `bun run db:generate` writes
 // the migration. Times are epoch milliseconds in bigint and the hash is hex text: Bun's SQL client has
 // open bugs with timestamp and json columns, and drizzle 0.45 has no bytea column.
-import { bigint, index, integer, pgTable, smallint, text } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  bigserial,
+  boolean,
+  index,
+  integer,
+  pgTable,
+  primaryKey,
+  smallint,
+  text,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
 
 export const apiKeys = pgTable(
   'api_keys',
@@ -14,6 +25,16 @@ export const apiKeys = pgTable(
     name: text('name').notNull(),
     createdAt: bigint('created_at', { mode: 'number' }).notNull(),
     expiresAt: bigint('expires_at', { mode: 'number' }).notNull(),
+    // The first key of its rotation chain, whose rate limit and credits it shares; null: its own id.
+    lineage: text('lineage'),
+    // When it was rotated out: it is retiring until it expires (it may no longer act on keys).
+    rotatedAt: bigint('rotated_at', { mode: 'number' }),
+    enabled: boolean('enabled').notNull().default(true),
+    // The owner's metadata, as compact JSON text (Bun's SQL client has open bugs with json columns).
+    meta: text('meta'),
+    ratelimitLimit: integer('ratelimit_limit'),
+    ratelimitDuration: integer('ratelimit_duration'),
+    lastUsedAt: bigint('last_used_at', { mode: 'number' }),
   },
   (table) => [
     // Listing a user's keys newest first, keyset-paged on (created_at, id); the per-user cap counts a
@@ -33,4 +54,51 @@ export const apiKeys = pgTable(
 export const userKeyCounts = pgTable('user_key_counts', {
   userId: bigint('user_id', { mode: 'number' }).primaryKey(),
   keys: integer('keys').notNull(),
+});
+
+/**
+ * A key's credits, one pool per rotation chain (`lineage`): during a grace period the old and the new
+ * key draw on the same row. `refilledAt` anchors the refill clock (ms).
+ */
+export const keyCredits = pgTable('key_credits', {
+  lineage: text('lineage').primaryKey(),
+  remaining: bigint('remaining', { mode: 'number' }).notNull(),
+  refillAmount: bigint('refill_amount', { mode: 'number' }),
+  refillInterval: integer('refill_interval'),
+  refilledAt: bigint('refilled_at', { mode: 'number' }).notNull(),
+});
+
+/** Verification counts per key and UTC hour (`bucket`, ms), written in batches. */
+export const keyUsage = pgTable(
+  'key_usage',
+  {
+    keyId: text('key_id').notNull(),
+    bucket: bigint('bucket', { mode: 'number' }).notNull(),
+    valid: bigint('valid', { mode: 'number' }).notNull().default(0),
+    rateLimited: bigint('rate_limited', { mode: 'number' }).notNull().default(0),
+    usageExceeded: bigint('usage_exceeded', { mode: 'number' }).notNull().default(0),
+    denied: bigint('denied', { mode: 'number' }).notNull().default(0),
+  },
+  (table) => [
+    primaryKey({ columns: [table.keyId, table.bucket] }),
+    // Retention removes old hours in order.
+    index('key_usage_bucket').on(table.bucket),
+  ],
+);
+
+/** With JWT_USER_IDS=mapped: keygate's own user id for each (issuer, subject) pair, never reused. */
+export const subjects = pgTable(
+  'subjects',
+  {
+    userId: bigserial('user_id', { mode: 'number' }).primaryKey(),
+    issuer: text('issuer').notNull(),
+    subject: text('subject').notNull(),
+  },
+  (table) => [uniqueIndex('subjects_issuer_subject').on(table.issuer, table.subject)],
+);
+
+/** Facts about the database itself, such as the user-id mode it was started in. */
+export const settings = pgTable('settings', {
+  name: text('name').primaryKey(),
+  value: text('value').notNull(),
 });

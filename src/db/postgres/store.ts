@@ -36,7 +36,7 @@ function unavailableOr(error: unknown): never {
 }
 
 const toRow = (row: Row): ApiKeyRow => ({ ...row, secretHash: Buffer.from(row.secretHash, 'hex') });
-const toColumns = (row: ApiKeyRow): Row => ({
+const toColumns = (row: ApiKeyRow): typeof apiKeys.$inferInsert => ({
   ...row,
   secretHash: Buffer.from(row.secretHash).toString('hex'),
 });
@@ -224,7 +224,10 @@ export async function createPostgresApiKeyStore(
           if (limit !== undefined && !(await belowCap(tx, next.userId, now, limit))) {
             return 'limit-reached' as const;
           }
-          await tx.update(apiKeys).set({ expiresAt: previousExpiresAt }).where(eq(apiKeys.id, previousId));
+          await tx
+            .update(apiKeys)
+            .set({ expiresAt: previousExpiresAt, rotatedAt: now })
+            .where(eq(apiKeys.id, previousId));
           await tx.insert(apiKeys).values(toColumns(next));
           await notify(tx, [previousId]);
           return 'rotated' as const;

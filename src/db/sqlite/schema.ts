@@ -1,5 +1,5 @@
 // The database schema. Change it here, then `bun run db:generate` writes the migration.
-import { blob, index, integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
+import { blob, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
 
 export const apiKeys = sqliteTable(
   'api_keys',
@@ -12,6 +12,16 @@ export const apiKeys = sqliteTable(
     name: text('name').notNull(),
     createdAt: integer('created_at').notNull(),
     expiresAt: integer('expires_at').notNull(),
+    // The first key of its rotation chain, whose rate limit and credits it shares; null: its own id.
+    lineage: text('lineage'),
+    // When it was rotated out: it is retiring until it expires (it may no longer act on keys).
+    rotatedAt: integer('rotated_at'),
+    enabled: integer('enabled', { mode: 'boolean' }).notNull().default(true),
+    // The owner's metadata, as compact JSON text.
+    meta: text('meta'),
+    ratelimitLimit: integer('ratelimit_limit'),
+    ratelimitDuration: integer('ratelimit_duration'),
+    lastUsedAt: integer('last_used_at'),
   },
   (table) => [
     // Listing a user's keys newest first, keyset-paged on (created_at, id), walks this index; so does
@@ -34,4 +44,51 @@ export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export const userKeyCounts = sqliteTable('user_key_counts', {
   userId: integer('user_id').primaryKey(),
   keys: integer('keys').notNull(),
+});
+
+/**
+ * A key's credits, one pool per rotation chain (`lineage`): during a grace period the old and the new
+ * key draw on the same row. `refilledAt` anchors the refill clock (ms).
+ */
+export const keyCredits = sqliteTable('key_credits', {
+  lineage: text('lineage').primaryKey(),
+  remaining: integer('remaining').notNull(),
+  refillAmount: integer('refill_amount'),
+  refillInterval: integer('refill_interval'),
+  refilledAt: integer('refilled_at').notNull(),
+});
+
+/** Verification counts per key and UTC hour (`bucket`, ms), written in batches. */
+export const keyUsage = sqliteTable(
+  'key_usage',
+  {
+    keyId: text('key_id').notNull(),
+    bucket: integer('bucket').notNull(),
+    valid: integer('valid').notNull().default(0),
+    rateLimited: integer('rate_limited').notNull().default(0),
+    usageExceeded: integer('usage_exceeded').notNull().default(0),
+    denied: integer('denied').notNull().default(0),
+  },
+  (table) => [
+    primaryKey({ columns: [table.keyId, table.bucket] }),
+    // Retention removes old hours in order.
+    index('key_usage_bucket').on(table.bucket),
+  ],
+);
+
+/** With JWT_USER_IDS=mapped: keygate's own user id for each (issuer, subject) pair, never reused. */
+export const subjects = sqliteTable(
+  'subjects',
+  {
+    userId: integer('user_id').primaryKey({ autoIncrement: true }),
+    issuer: text('issuer').notNull(),
+    subject: text('subject').notNull(),
+  },
+  (table) => [uniqueIndex('subjects_issuer_subject').on(table.issuer, table.subject)],
+);
+
+/** Facts about the database itself, such as the user-id mode it was started in. */
+export const settings = sqliteTable('settings', {
+  name: text('name').primaryKey(),
+  value: text('value').notNull(),
 });

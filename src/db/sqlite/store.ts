@@ -98,12 +98,14 @@ export function createSqliteApiKeyStore(
       name: sql.placeholder('name'),
       createdAt: sql.placeholder('createdAt'),
       expiresAt: sql.placeholder('expiresAt'),
+      lineage: sql.placeholder('lineage'),
     })
     .prepare();
+  const insertRow = (row: ApiKeyRow) => insert.run({ ...row, lineage: row.lineage ?? null });
 
-  const setExpiry = db
+  const retire = db
     .update(apiKeys)
-    .set({ expiresAt: sql`${sql.placeholder('expiresAt')}` })
+    .set({ expiresAt: sql`${sql.placeholder('expiresAt')}`, rotatedAt: sql`${sql.placeholder('rotatedAt')}` })
     .where(eq(apiKeys.id, sql.placeholder('id')))
     .prepare();
 
@@ -170,7 +172,7 @@ export function createSqliteApiKeyStore(
       return writer.write(
         () => {
           if (!belowCap(row.userId, row.createdAt, limit)) return 'limit-reached' as const;
-          insert.run(row);
+          insertRow(row);
           return 'inserted' as const;
         },
         (outcome) => {
@@ -199,8 +201,8 @@ export function createSqliteApiKeyStore(
           const previous = findById.get({ id: previousId });
           if (previous === undefined || previous.expiresAt <= now) return 'not-found' as const;
           if (limit !== undefined && !belowCap(next.userId, now, limit)) return 'limit-reached' as const;
-          setExpiry.run({ id: previousId, expiresAt: previousExpiresAt });
-          insert.run(next);
+          retire.run({ id: previousId, expiresAt: previousExpiresAt, rotatedAt: now });
+          insertRow(next);
           return 'rotated' as const;
         },
         (outcome) => {
