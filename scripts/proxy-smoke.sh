@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Forward-auth through real proxies: nginx (auth_request) and Caddy (forward_auth) in front of a tiny
-# upstream, each asking keygate's /forward-auth, with the configurations the README shows
+# upstream, each asking keygate's /forward-auth, with the configurations docs/reverse-proxies.md shows
 # (examples/proxies/nginx.conf and examples/proxies/Caddyfile, placeholders substituted).
 #
 # Usage:  scripts/proxy-smoke.sh
@@ -139,7 +139,7 @@ NGINX=127.0.0.1:$(jq -r '.free[0]' "$WORK/fixtures.json")
 CADDY=127.0.0.1:$(jq -r '.free[1]' "$WORK/fixtures.json")
 log "keygate $KEYGATE (via tap $TAP), upstream $UPSTREAM, nginx $NGINX, caddy $CADDY"
 
-# ---- 3. nginx and Caddy with the README's configurations ------------------------------------------
+# ---- 3. nginx and Caddy with the documented configurations ---------------------------------------
 mkdir -p "$WORK/nginx"
 sed -e "s/@LISTEN@/$NGINX/g" -e "s/@KEYGATE@/$TAP/g" -e "s/@APP@/$UPSTREAM/g" \
   examples/proxies/nginx.conf >"$WORK/nginx/keygate.conf"
