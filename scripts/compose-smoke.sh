@@ -5,9 +5,10 @@
 # (LISTEN/NOTIFY); nginx's forward-auth example allows it before, 403 after, 401 without credentials.
 #
 # Usage:  scripts/compose-smoke.sh        (as root; run by hand, not in CI: container builds are heavy)
-# Here only Debian's mirror is reachable, so it makes local stand-ins first: the base images of the
-# Dockerfile (../shared/tools/local-images.sh) and, from scripts/compose-standins/, images tagged
-# docker.io/library/postgres:16 and docker.io/library/nginx:1.27, the names compose.yaml uses.
+# On a machine that reaches only Debian's mirror it makes local stand-ins first: the base images of
+# the Dockerfile and of the stand-ins (scripts/container-base-images.sh, when any is missing) and,
+# from scripts/compose-standins/, images tagged docker.io/library/postgres:16 and
+# docker.io/library/nginx:1.27, the names compose.yaml uses.
 # SKIP_STANDINS=1 uses whatever images of those names exist (e.g. the real ones).
 # Ports: free ones are picked and passed through KEYGATE_HTTP_PORT, KEYGATE_1_PORT..KEYGATE_3_PORT.
 # Always ends with `podman-compose down -v` (containers, network, the pgdata volume) and removes its
@@ -19,7 +20,7 @@ export CONTAINERS_CONF=${CONTAINERS_CONF:-/tmp/ctr/containers.conf}
 PROJECT=keygate-smoke-$$
 export COMPOSE_PROJECT_NAME=$PROJECT
 UP_WITHIN=90      # seconds for PostgreSQL, then for each keygate and nginx, to answer
-REFUSED_WITHIN=1  # seconds (CONTRACT §13) for a delete on one replica to be refused everywhere
+REFUSED_WITHIN=1  # seconds within which a key deleted on one replica must be refused by every replica
 WORK=$(mktemp -d)
 chmod 700 "$WORK" # the token and the key's secret; removed on exit
 PASSED=0
@@ -76,10 +77,14 @@ if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]} from Debian"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-if ! podman image exists docker.io/library/debian:bookworm-slim || ! podman image exists docker.io/oven/bun:1.4; then
-  log "making the local base images (../shared/tools/local-images.sh)"
-  bash "$ROOT/../shared/tools/local-images.sh" >/dev/null
-fi
+bases=(docker.io/library/debian:bookworm-slim $(awk 'toupper($1) == "FROM" { print $2 }' Dockerfile))
+for base in "${bases[@]}"; do
+  if ! command -v podman >/dev/null || ! podman image exists "$base"; then
+    log "making the local base images (scripts/container-base-images.sh)"
+    bash "$ROOT/scripts/container-base-images.sh" >/dev/null
+    break
+  fi
+done
 # The Dockerfile's own FROM images must be here too (--pull=never): name any that is not.
 for base in $(awk 'toupper($1) == "FROM" { print $2 }' Dockerfile); do
   podman image exists "$base" || die "base image $base (Dockerfile FROM) is not here; make a local stand-in for it"

@@ -1,21 +1,49 @@
 #!/usr/bin/env bash
-# Local stand-ins for the base images the Dockerfile names, on a machine that reaches only Debian's
-# mirror and the npm registry (the sibling of shared/tools/local-images.sh, which must run first: it
-# installs podman and makes the bookworm and oven/bun:1.4 stand-ins). As root. Makes:
+# Local stand-ins for the base images keygate's Dockerfile and scripts/compose-standins/ name, on a
+# machine that reaches only Debian's mirror and the npm registry. As root. First makes a container
+# engine usable: rootful podman with runc (crun refuses hybrid cgroups) and debootstrap, installed
+# from Debian when missing, and $W/containers.conf (default /tmp/ctr). Then makes:
+#   docker.io/library/debian:bookworm-slim   debootstrap --variant=minbase bookworm (the host's CA
+#                                            bundle baked in, so installs inside builds pass a TLS proxy)
 #   docker.io/library/debian:trixie-slim     debootstrap --variant=minbase trixie
-#   docker.io/oven/bun:1.4.4                 the oven/bun:1.4 stand-in, checked to hold Bun 1.4.4
+#   docker.io/oven/bun:1.4.4                 bookworm plus the host's bun binary, checked to be 1.4.4
 #   gcr.io/distroless/cc-debian13            only what distroless/cc holds, copied from that trixie:
 #                                            glibc, libgcc, libstdc++, CA certificates, tzdata,
 #                                            /etc/passwd with root and nonroot (65532); no shell
-# Usage:  sudo bash scripts/container-base-images.sh   (with CONTAINERS_CONF=/tmp/ctr/containers.conf)
+# Usage:  sudo bash scripts/container-base-images.sh   then   export CONTAINERS_CONF=/tmp/ctr/containers.conf
 # Real users pull the real images; these are for building and testing the Dockerfile here.
 set -euo pipefail
 W=${W:-/tmp/ctr}
+mkdir -p "$W"
+export DEBIAN_FRONTEND=noninteractive
+command -v podman >/dev/null && command -v runc >/dev/null && command -v debootstrap >/dev/null \
+  || { apt-get update -qq && apt-get install -y -qq podman runc debootstrap >/dev/null; }
+
+# root lacks CAP_SYS_RESOURCE for podman's default rlimits here, and crun refuses hybrid cgroups.
+if [ ! -s "$W/containers.conf" ]; then
+  cat >"$W/containers.conf" <<CONF
+[containers]
+default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=32768:32768"]
+[engine]
+runtime = "runc"
+CONF
+fi
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$W/containers.conf}
-command -v podman >/dev/null && command -v debootstrap >/dev/null \
-  || { echo "run shared/tools/local-images.sh first (it installs podman and debootstrap)" >&2; exit 1; }
 mirror=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
 [ -n "$mirror" ] || mirror=$(awk '/^deb /{print $2; exit}' /etc/apt/sources.list)
+
+BOOKWORM=docker.io/library/debian:bookworm-slim
+if ! podman image exists "$BOOKWORM"; then
+  [ -x "$W/rootfs-bookworm/bin/sh" ] || debootstrap --variant=minbase bookworm "$W/rootfs-bookworm" "$mirror" >/dev/null
+  mkdir -p "$W/rootfs-bookworm/usr/local/share/ca-certificates" "$W/rootfs-bookworm/etc/ssl/certs"
+  cp /usr/local/share/ca-certificates/*.crt "$W/rootfs-bookworm/usr/local/share/ca-certificates/" 2>/dev/null || true
+  cp /etc/ssl/certs/ca-certificates.crt "$W/rootfs-bookworm/etc/ssl/certs/ca-certificates.crt"
+  tar -C "$W/rootfs-bookworm" -c . | podman import \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt' \
+    --change 'ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt' \
+    --change 'CMD ["bash"]' - "$BOOKWORM" >/dev/null
+fi
 
 TRIXIE=docker.io/library/debian:trixie-slim
 if ! podman image exists "$TRIXIE"; then
@@ -33,9 +61,18 @@ fi
 
 BUN=docker.io/oven/bun:1.4.4
 if ! podman image exists "$BUN"; then
-  version=$(podman run --rm docker.io/oven/bun:1.4 bun --version)
-  [ "$version" = 1.4.4 ] || { echo "the oven/bun:1.4 stand-in holds Bun $version, not 1.4.4" >&2; exit 1; }
-  podman tag docker.io/oven/bun:1.4 "$BUN"
+  version=$(bun --version)
+  [ "$version" = 1.4.4 ] || { echo "the host's bun is $version, not 1.4.4: install bun@1.4.4 first" >&2; exit 1; }
+  mkdir -p "$W/bunbase"
+  cp -L "$(command -v bun)" "$W/bunbase/bun"
+  cat >"$W/bunbase/Dockerfile" <<'DF'
+FROM docker.io/library/debian:bookworm-slim
+COPY bun /usr/local/bin/bun
+RUN ln -s /usr/local/bin/bun /usr/local/bin/bunx && mkdir -p /home/bun/app
+WORKDIR /home/bun/app
+CMD ["/usr/local/bin/bun"]
+DF
+  podman build --pull=never -q -t "$BUN" "$W/bunbase" >/dev/null
 fi
 
 DISTROLESS=gcr.io/distroless/cc-debian13

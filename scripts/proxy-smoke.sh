@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Forward-auth through real proxies: nginx (auth_request) and Caddy (forward_auth) in front of a tiny
-# upstream, each asking keygate's /forward-auth, with the configurations the README shows
+# upstream, each asking keygate's /forward-auth, with the configurations docs/reverse-proxies.md shows
 # (examples/proxies/nginx.conf and examples/proxies/Caddyfile, placeholders substituted).
 #
 # Usage:  scripts/proxy-smoke.sh
@@ -139,7 +139,7 @@ NGINX=127.0.0.1:$(jq -r '.free[0]' "$WORK/fixtures.json")
 CADDY=127.0.0.1:$(jq -r '.free[1]' "$WORK/fixtures.json")
 log "keygate $KEYGATE (via tap $TAP), upstream $UPSTREAM, nginx $NGINX, caddy $CADDY"
 
-# ---- 3. nginx and Caddy with the README's configurations ------------------------------------------
+# ---- 3. nginx and Caddy with the documented configurations ---------------------------------------
 mkdir -p "$WORK/nginx"
 sed -e "s/@LISTEN@/$NGINX/g" -e "s/@KEYGATE@/$TAP/g" -e "s/@APP@/$UPSTREAM/g" \
   examples/proxies/nginx.conf >"$WORK/nginx/keygate.conf"
@@ -220,10 +220,16 @@ expect_unreached() {
   n=$(reached "$1")
   [ "$n" = 0 ] || { echo "the upstream received it ($n times)"; return 1; }
 }
-expect_identity() { # USER LEVEL AUTH KEY EXPIRES, as the upstream saw them
+# The caller's credentials are for keygate only: the upstream must never receive them. (The
+# upstream reports each of these headers as <present> when it got one, whatever its value.)
+expect_no_credentials() {
+  expect_header authorization '<absent>' && expect_header x-api-key '<absent>' \
+    && expect_header x-api-secret '<absent>'
+}
+expect_identity() { # USER LEVEL AUTH KEY EXPIRES, as the upstream saw them, and no credentials
   expect_header x-keygate-user-id "$1" && expect_header x-keygate-level "$2" \
     && expect_header x-keygate-auth "$3" && expect_header x-keygate-key "$4" \
-    && expect_header x-keygate-expires-at "$5"
+    && expect_header x-keygate-expires-at "$5" && expect_no_credentials
 }
 
 check() { # check PROXY NAME FUNCTION
@@ -279,6 +285,10 @@ client_min_level() {
   send "$(base_of "$1")" "$2" GET '/admin/report?minLevel=0' -H "@$S/basic"
   expect_status 403 && expect_unreached "$2"
 }
+all_credentials() {
+  send "$(base_of "$1")" "$2" GET /app/hello -H "@$S/basic" -H "@$S/xapi"
+  expect_status 200 && expect_identity 7 3 key "$KEY" "$KEY_EXPIRES"
+}
 spoof_with_key() {
   send "$(base_of "$1")" "$2" GET /app/hello -H "@$S/basic" -H 'X-Keygate-User-Id: 1' \
     -H 'X-Keygate-Level: 8' -H 'X-Keygate-Auth: jwt' -H 'X_Keygate_User_Id: 1'
@@ -310,15 +320,16 @@ post_body() {
 }
 
 for proxy in nginx caddy; do
-  check "$proxy" "valid key (Basic) reaches the upstream as keygate's user 7, level 3" basic_key
-  check "$proxy" "valid key (X-API-Key/X-API-Secret) reaches the upstream as user 7, level 3" xapi_key
-  check "$proxy" "valid token reaches the upstream as user 42, level 6, no X-Keygate-Key" bearer_token
+  check "$proxy" "valid key (Basic) reaches the upstream as keygate's user 7, level 3, without Authorization" basic_key
+  check "$proxy" "valid key (X-API-Key/X-API-Secret) reaches the upstream as user 7, level 3, without them" xapi_key
+  check "$proxy" "valid token reaches the upstream as user 42, level 6, no X-Keygate-Key, no Authorization" bearer_token
   check "$proxy" "no credential: 401 naming Bearer and Basic, upstream not reached" no_credential
   check "$proxy" "wrong secret: 403, upstream not reached" wrong_secret
   check "$proxy" "bad token signature: 403, upstream not reached" bad_token
   check "$proxy" "/admin/ (minLevel=5) with a level-3 key: 403, upstream not reached" level_too_low
   check "$proxy" "/admin/ (minLevel=5) with a level-6 token: 200" level_enough
   check "$proxy" "/admin/?minLevel=0 from the client does not lower the bar: 403" client_min_level
+  check "$proxy" "Basic and X-API-Key/X-API-Secret at once: the upstream gets none of the three" all_credentials
   check "$proxy" "key + client's X-Keygate-User-Id: 1 (and X_Keygate_User_Id): upstream sees 7 only" spoof_with_key
   check "$proxy" "token + client's X-Keygate-Key/User-Id: upstream sees keygate's values, no key" spoof_with_token
   check "$proxy" "no credential + client's X-Keygate-User-Id: 1: 401, upstream not reached" spoof_without_credential

@@ -1,4 +1,4 @@
-// Audit lines (§10): one line per committed change, named in msg, with key, userId, by and the
+// Audit lines (docs/configuration.md): one line per committed change, named in msg, with key, userId, by and the
 // request's id; apikeys.purged once per pass that removed any. Never a secret, token or hash.
 import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import { createLogger } from '../../src/core/log';

@@ -1,5 +1,5 @@
 // The database: pragmas read back, migrations embedded and idempotent, the counting triggers' upgrade
-// and the README's way back, indexes the queries use.
+// and the documented way back (docs/security.md), indexes the queries use.
 import { Database } from 'bun:sqlite';
 import { afterAll, describe, expect, it } from 'bun:test';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -77,9 +77,9 @@ describe('openDatabase', () => {
     db.$client.close();
   });
 
-  it("the README's undo of migration 0005 drops the triggers, and the next start applies it again", () => {
-    const readme = readFileSync(join(import.meta.dir, '..', '..', 'README.md'), 'utf8');
-    const undo = /undo the upgrade with `sqlite3` \(`([^`]+)`:/.exec(readme)?.[1]?.replace(/\s+/g, ' ');
+  it("docs/security.md's undo of migration 0005 drops the triggers, and the next start applies it again", () => {
+    const doc = readFileSync(join(import.meta.dir, '..', '..', 'docs', 'security.md'), 'utf8');
+    const undo = /undo the upgrade with `sqlite3` \(`([^`]+)`:/.exec(doc)?.[1]?.replace(/\s+/g, ' ');
     expect(undo).toBeDefined();
     const path = join(mkdtempSync(join(scratch, 'db-')), 'keygate.db');
     const db = openDatabase(path);

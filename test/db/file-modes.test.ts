@@ -1,4 +1,5 @@
-// Files keygate creates are the owner's alone even with umask 000 (issue 13, item 6).
+// Files keygate creates are the owner's alone even with umask 000: the data directory
+// 0700, the database and its -wal and -shm files 0600.
 import { afterAll, expect, it } from 'bun:test';
 import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -67,7 +67,7 @@ describe('compose.yaml', () => {
     expect(config.databaseUrl).toStartWith('postgres://keygate:');
     expect(new URL(config.databaseUrl).hostname).toBe('postgres');
     expect(config.jwtKeySource).toBe('secret');
-    // The default secret is a placeholder that says so; the README says to replace it.
+    // The default secret is a placeholder that says so; docs/replicas.md says to replace it.
     expect(config.jwtSecret).toContain('change-me');
     expect(environment.JWT_SECRET).toStartWith('${JWT_SECRET:-');
   });

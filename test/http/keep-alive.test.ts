@@ -1,5 +1,5 @@
 // Idle keep-alive connections: closed after IDLE_TIMEOUT_SECONDS, which every response advertises
-// (issue 13, item 6). Over a real socket: app.handle has no connections.
+// (Keep-Alive: timeout=N). Over a real socket: app.handle has no connections.
 import { afterEach, expect, it } from 'bun:test';
 import type { RunningServer } from '../../src/serve';
 import { startSocketServer } from '../support/socket-server';

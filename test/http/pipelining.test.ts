@@ -1,4 +1,5 @@
-// Several HTTP/1.1 requests in one TCP write: every one is answered, in order (issue 13, item 1).
+// Several HTTP/1.1 requests in one TCP write: every one is answered, in order (HTTP/1.1
+// pipelining; docs/security.md says why Bun 1.4.4 does not yet).
 // Only a real socket shows this; app.handle never sees how Bun parses a connection.
 import { afterAll, beforeAll, expect, it } from 'bun:test';
 import type { RunningServer } from '../../src/serve';

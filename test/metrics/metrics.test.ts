@@ -1,4 +1,4 @@
-// Metrics (CONTRACT §10): what is counted, by which labels, that no key, user or address becomes a
+// Metrics (docs/metrics.md): what is counted, by which labels, that no key, user or address becomes a
 // label, that they cost nothing when off, and the second listener over a real socket.
 import { afterEach, describe, expect, it } from 'bun:test';
 import { loadConfig } from '../../src/config';

@@ -1,4 +1,4 @@
-// Several keygate processes on one PostgreSQL database (CONTRACT §13): migrating once when they start
+// Several keygate processes on one PostgreSQL database (docs/replicas.md): migrating once when they start
 // together, the per-user cap across replicas, revocation seen by every replica, purge without double
 // work, kill -9 losing nothing acknowledged, and the database going away and coming back.
 // Runs in `bun run test:postgres`; plain `bun test` (SQLite) skips it.

@@ -90,7 +90,7 @@ describe('forward-auth over a socket', () => {
     expect(JSON.parse(response.body).principal.level).toBe(3);
   });
 
-  it('never sees a method Bun’s HTTP parser does not know: Bun closes the connection (README, choice 25)', async () => {
+  it('never sees a method Bun’s HTTP parser does not know: Bun closes the connection (docs/decisions.md, choice 25)', async () => {
     await expect(exchange(request('FOO', '/forward-auth'))).rejects.toThrow();
   });
 

@@ -1,5 +1,5 @@
 // POST /apikeys/verify: every code and principal shape, every 400, and keys refused at once after a
-// delete, as §7 lists them.
+// delete (docs/api.md, "Verify").
 import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import { type TestKeygate, testKeygate } from '../support/keygate';
 
@@ -69,7 +69,7 @@ describe('POST /apikeys/verify answers 200 with a code', () => {
     expect((await verify({ key: key.key, secret: `${key.secret}x` })).json.code).toBe('NOT_FOUND');
   });
 
-  it('INVALID_TOKEN for any token the §4 rules refuse', async () => {
+  it('INVALID_TOKEN for any token the JWT scheme refuses', async () => {
     const expiring = await k.token(1, { ttlSeconds: 10 });
     for (const token of ['', 'not-a-jwt', 'a.b.c', `${await k.token(1)}x`]) {
       expect((await verify({ token })).json).toEqual({
