@@ -1,8 +1,8 @@
 // Prints the OpenAPI document keygate serves at /openapi/json (for `redocly lint` in .ci/run).
-// Usage: bun scripts/openapi-document.ts [BASE_PATH]
-import { loadConfig } from '../src/config';
-import { createKeygate } from '../src/keygate';
-import { createLogger } from '../src/log';
+// Usage: bun scripts/ci/openapi-document.ts [BASE_PATH]
+import { loadConfig } from '../../src/config';
+import { createKeygate } from '../../src/keygate';
+import { createLogger } from '../../src/log';
 
 const secret = 'openapi-document-secret-0123456789abcdef';
 const config = loadConfig({ DATABASE_URL: ':memory:', JWT_SECRET: secret, BASE_PATH: process.argv[2] ?? '' });

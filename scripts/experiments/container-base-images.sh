@@ -7,7 +7,7 @@
 #   gcr.io/distroless/cc-debian13            only what distroless/cc holds, copied from that trixie:
 #                                            glibc, libgcc, libstdc++, CA certificates, tzdata,
 #                                            /etc/passwd with root and nonroot (65532); no shell
-# Usage:  sudo bash scripts/container-base-images.sh   (with CONTAINERS_CONF=/tmp/ctr/containers.conf)
+# Usage:  sudo bash scripts/experiments/container-base-images.sh   (with CONTAINERS_CONF=/tmp/ctr/containers.conf)
 # Real users pull the real images; these are for building and testing the Dockerfile here.
 set -euo pipefail
 W=${W:-/tmp/ctr}
