@@ -19,7 +19,7 @@ export CONTAINERS_CONF=${CONTAINERS_CONF:-/tmp/ctr/containers.conf}
 PROJECT=keygate-smoke-$$
 export COMPOSE_PROJECT_NAME=$PROJECT
 UP_WITHIN=90      # seconds for PostgreSQL, then for each keygate and nginx, to answer
-REFUSED_WITHIN=1  # seconds (CONTRACT §13) for a delete on one replica to be refused everywhere
+REFUSED_WITHIN=1  # seconds: a key deleted on one replica is refused by every replica within this
 WORK=$(mktemp -d)
 chmod 700 "$WORK" # the token and the key's secret; removed on exit
 PASSED=0

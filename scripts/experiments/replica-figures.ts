@@ -1,4 +1,4 @@
-// The multi-replica figures of the PostgreSQL issue, on a throwaway PostgreSQL and keygate replicas
+// Figures for several replicas on one PostgreSQL database, on a throwaway PostgreSQL and keygate replicas
 // started from source, all on 127.0.0.1: revocation latency across replicas (a key deleted on one,
 // polled every 1 ms on another until refused; N trials), the cap race (concurrent creates for one user
 // spread over three replicas), and a purge of K expired keys by three replicas (time, and whether the
