@@ -49,7 +49,7 @@ function verified(
 export function verifyRoutes(answer: ReturnType<typeof verifyAnswer>) {
   return new Elysia().use(apiKeyModels).post(VERIFY_PATH, ({ request }) => answer(request, '', {}), {
     // The handler reads and checks the body itself, so Elysia runs no parser, transform or schema
-    // check on it (+12% verifies a second; bench/RESULTS.md, History).
+    // check on it (+12% verifies a second; bench/HISTORY.md).
     parse: 'none',
     response: { 200: 'VerifyResponse', 400: ErrorResponse, 413: ErrorResponse },
     detail: {
