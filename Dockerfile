@@ -10,7 +10,7 @@
 #   docker build --build-arg REVISION=$(git rev-parse HEAD) \
 #     --build-arg CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ) --build-arg SOURCE=<repository URL> -t keygate .
 #
-# See docs/docker.md; scripts/container-smoke.sh builds and exercises this file end to end.
+# See docs/docker.md; scripts/experiments/container-smoke.sh builds and exercises this file end to end.
 
 # ---------------------------------------------------------------------------------------------------
 # Build stage
@@ -30,7 +30,7 @@ RUN bun install --frozen-lockfile --production
 COPY tsconfig.json drizzle.config.ts ./
 COPY drizzle ./drizzle
 COPY src ./src
-COPY scripts/build.ts ./scripts/build.ts
+COPY scripts/ci/build.ts ./scripts/ci/build.ts
 # The build context has no .git: the commit that --version reports comes in as a build arg.
 ARG REVISION=""
 RUN KEYGATE_COMMIT="${REVISION:-unknown}" bun run build && ./dist/keygate --version

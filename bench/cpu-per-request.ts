@@ -18,7 +18,7 @@
 //   floor         bench/verify-floor.ts on the same keys; floor+duties: with keygate's duties (for
 //                 create: bench/durable-floor.ts on a copy of the same keygate file, with or without);
 //                 bare+duties: with keygate's duties on a bare Bun.serve (verify, forward-auth);
-//                 bare+rules: that, reading the verify body under the contract's rules as keygate does
+//                 bare+rules: that, reading the verify body under keygate's body rules as keygate does
 //   a directory   a keygate checkout, from source (its src/cli.ts serve)
 //   a file        a keygate binary (`serve`)
 // and VAR=value settings for that server (e.g. KEY_CACHE_SECONDS=3600: no round falls on the key

@@ -1,6 +1,6 @@
 // What keygate owes every answer, for the floors that measure the least an endpoint can cost while
-// keeping those promises: the request's JSON log line with its request id (the contract, §6; the
-// client's id or a UUID), Cache-Control: no-store (§7, §8), and the headers the README promises
+// keeping those promises: the request's JSON log line with its request id (the client's id when it
+// is well formed, else a UUID), Cache-Control: no-store, and the headers the README promises
 // (X-Request-Id, X-Content-Type-Options, Keep-Alive). Log lines are buffered and written once a turn.
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
@@ -24,7 +24,7 @@ export function logLine(json: string): void {
   });
 }
 
-/** The answer with the contract's headers, and its request line. */
+/** The answer with the headers keygate promises, and its request line. */
 export function answered(
   request: Request,
   id: string,

@@ -6,11 +6,11 @@
 // With `duties`, the floor also does what keygate owes every answer (bench/duties.ts: the request
 // line with its request id, Cache-Control, the README's headers) and reads the verify body as
 // keygate does (Content-Type checked, strict UTF-8), and forward-auth's credential as keygate reads
-// it, its minLevel and its five identity headers (the contract, §8). That is the least a verify or
+// it, its minLevel and the five identity headers of a forward-auth answer. That is the least a verify or
 // forward-auth answer can cost here while keeping those promises. With `bare` too, the same answers
 // come from a bare `Bun.serve` (the route found by method and path, as keygate's edge finds verify's
-// and forward-auth's), with no Elysia in between. With `rules` too, verify reads its body under the
-// contract's rules as keygate does, with keygate's own functions: the body (charset, chunked, nesting),
+// and forward-auth's), with no Elysia in between. With `rules` too, verify reads its body under
+// keygate's body rules as keygate does, with keygate's own functions: the body (charset, chunked, nesting),
 // the credential's forms and properties, minLevel, and the key id's and the secret's format.
 //   taskset -c 0 bun bench/verify-floor.ts <port> <keygate database file> [duties [bare [rules]]]
 import { Database } from 'bun:sqlite';
@@ -96,7 +96,7 @@ async function verifyWithDuties(request: Request): Promise<Response> {
   return answered(request, id, started, 200, { result: 'success', ...check(body.key, body.secret) });
 }
 
-/** The same, its body read under the contract's rules by keygate's own functions (key form only). */
+/** The same, its body read under keygate's body rules by keygate's own functions (key form only). */
 async function verifyWithRules(request: Request): Promise<Response> {
   const started = performance.now();
   const id = requestId(request);
@@ -119,12 +119,13 @@ async function verifyWithRules(request: Request): Promise<Response> {
   return answered(request, id, started, 200, body);
 }
 
-/** A forward-auth answer with keygate's duties and what the contract asks of forward-auth (§8). */
+/** A forward-auth answer with keygate's duties and the five identity headers it carries. */
 function forwardAuthWithDuties(request: Request): Response {
   const started = performance.now();
   const id = requestId(request);
-  // The credential read as §4 reads it, minLevel from the query (keygate's own readers; the bench
-  // sends no query), and all five identity headers.
+  // The credential read as keygate reads it (a key and its secret, when no Bearer token is given),
+  // minLevel from the query (keygate's own readers; the bench sends no query), and all five identity
+  // headers.
   const verdict = strictKeyVerdict(request);
   if (!verdict.valid || verdict.principal.level < requiredLevel(queryOf(request.url), null)) {
     return answered(request, id, started, 403, {
@@ -190,7 +191,7 @@ if (bare) {
   app.get('/health', () => {}).listen({ hostname: '127.0.0.1', port });
 }
 console.log(
-  `verify floor${duties ? " with keygate's duties" : ''}${rules ? " and the contract's rules" : ''}${bare ? ' on a bare Bun.serve' : ''} (${keys.size} keys) on 127.0.0.1:${port}`,
+  `verify floor${duties ? " with keygate's duties" : ''}${rules ? " and keygate's body rules" : ''}${bare ? ' on a bare Bun.serve' : ''} (${keys.size} keys) on 127.0.0.1:${port}`,
 );
 
 const REFUSED = { valid: false, code: 'NOT_FOUND' } as const;

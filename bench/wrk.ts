@@ -1,6 +1,6 @@
 // One wrk run for the bench's tools: one thread and 64 connections on CPU 1 (the load's core; the
 // server is on CPU 0), a script of bench/lua, and the BENCH_JSON line its report.lua prints.
-// bench/run.ts has its own (asynchronous, its connections and CPU configurable).
+// bench/driver.ts has its own (asynchronous, its connections and CPU configurable).
 import { join } from 'node:path';
 
 export type WrkRun = { line: string; requests: number; durationUs: number; non2xx: number };

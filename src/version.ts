@@ -1,5 +1,5 @@
 // The version keygate reports, taken from package.json at build time, and the commit it was built
-// from: scripts/build.ts defines KEYGATE_COMMIT (git rev-parse HEAD, or "unknown" outside a checkout).
+// from: scripts/ci/build.ts defines KEYGATE_COMMIT (git rev-parse HEAD, or "unknown" outside a checkout).
 import pkg from '../package.json' with { type: 'json' };
 
 declare const KEYGATE_COMMIT: string | undefined;

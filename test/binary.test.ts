@@ -199,7 +199,7 @@ describe('dist/keygate', () => {
 
   it('prints its version and help', () => {
     const cwd = emptyDir('empty');
-    // The commit is defined at build time (scripts/build.ts), from this checkout.
+    // The commit is defined at build time (scripts/ci/build.ts), from this checkout.
     const git = Bun.spawnSync(['git', 'rev-parse', 'HEAD'], {
       cwd: import.meta.dir,
       stdout: 'pipe',

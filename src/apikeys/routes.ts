@@ -38,7 +38,7 @@ const ID_PARAMS = t.Object({ id: t.String({ description: 'The `key` of the API k
 /**
  * What Elysia's parse step gives a route with a body: a placeholder, for the route's transform reads
  * the body itself once the scheme's derive has authenticated the caller, so a refused caller's body
- * is never read (bench/RESULTS.md, History). Elysia then checks the body's schema, as before; with
+ * is never read (bench/HISTORY.md). Elysia then checks the body's schema, as before; with
  * `parse: 'none'` it would skip that check. The parser's name gives the document its content type.
  */
 const BODY_NOT_READ_YET = Symbol('body not read yet');

@@ -6,7 +6,7 @@
 // the future, and every segment
 // canonical base64url (one string per token, not eight). A refusal says why, for the debug log.
 // A verified token is remembered until its `exp`: clients reuse a token for many requests, and the
-// signature check was the largest single cost of a create (bench/RESULTS.md, History); every time
+// signature check was the largest single cost of a create (bench/HISTORY.md); every time
 // check is re-run on each hit, so the cache never lets a token outlive one, nor its JWKS key.
 
 import { errors, importSPKI, type JWTVerifyGetKey, jwtVerify, SignJWT } from 'jose';

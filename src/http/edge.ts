@@ -18,7 +18,7 @@ export type RequestObserver = (method: string, route: string, status: number, se
 
 /**
  * A route the edge answers itself, before Elysia's router: the same answer with less work per
- * request (bench/RESULTS.md, History). `answer` is given the query (the text after `?`, or '') and
+ * request (bench/HISTORY.md). `answer` is given the query (the text after `?`, or '') and
  * the headers the edge owes this answer (request id, nosniff, Keep-Alive), to send among its own. It
  * may throw, or reject: the edge then answers as the app answers that error (`answerError`).
  */

@@ -9,7 +9,7 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 // Each deleted key dirties pages of four B-trees (the table and its three indexes) that a commit must
 // write and fsync, and requests in the same shared commit wait for it: small batches keep what one
-// commit carries small (bench/RESULTS.md, History).
+// commit carries small (bench/HISTORY.md).
 export const PURGE_BATCH_SIZE = 25;
 // The share of wall time a pass may spend in its batches: after a batch that took t ms (its work and
 // its commit, longer when requests load the database), the pass waits t × (1 − share) / share. So it

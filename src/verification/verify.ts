@@ -59,7 +59,7 @@ export function verifyRoutes(answer: ReturnType<typeof verifyAnswer>) {
   const handler = ({ request }: { request: Request }) => answer(request, '', {}, contextOf(request));
   return new Elysia().use(verificationModels).post(VERIFY_PATH, handler, {
     // The handler reads and checks the body itself, so Elysia runs no parser, transform or schema
-    // check on it (+12% verifies a second; bench/RESULTS.md, History).
+    // check on it (+12% verifies a second; bench/HISTORY.md).
     parse: 'none',
     response: { 200: 'VerifyResponse', 400: ErrorResponse, 413: ErrorResponse },
     detail: {

@@ -1,5 +1,5 @@
 // compose.yaml and examples/compose/nginx.conf: the rules a user relies on without running them
-// (scripts/compose-smoke.sh runs them for real, by hand). Ports on 127.0.0.1 only, the three
+// (scripts/experiments/compose-smoke.sh runs them for real, by hand). Ports on 127.0.0.1 only, the three
 // replicas configured alike on PostgreSQL, nginx balancing over exactly those replicas, and the
 // forward-auth example guarded.
 import { describe, expect, it } from 'bun:test';

@@ -1,4 +1,4 @@
-// docs/reverse-proxies.md shows the nginx and Caddy configurations that scripts/proxy-smoke.sh runs
+// docs/reverse-proxies.md shows the nginx and Caddy configurations that scripts/ci/proxy-smoke.sh runs
 // against the real servers: the files in examples/proxies/, verbatim, so the two cannot drift apart.
 import { describe, expect, it } from 'bun:test';
 import { join } from 'node:path';
@@ -16,7 +16,7 @@ describe('docs/reverse-proxies.md and the tested proxy configurations', () => {
   });
 
   it('the smoke script substitutes every placeholder the configurations use', async () => {
-    const script = await read('scripts/proxy-smoke.sh');
+    const script = await read('scripts/ci/proxy-smoke.sh');
     for (const path of ['examples/proxies/nginx.conf', 'examples/proxies/Caddyfile']) {
       const placeholders = new Set((await read(path)).match(/@[A-Z]+@/g));
       expect(placeholders.size).toBeGreaterThan(0);

@@ -1,4 +1,4 @@
-// Hostile HTTP input, briefly: a fixed-seed slice of the property scripts/fuzz.ts runs at length.
+// Hostile HTTP input, briefly: a fixed-seed slice of the property scripts/experiments/fuzz.ts runs at length.
 import { expect, it } from 'bun:test';
 import fc from 'fast-check';
 import { hostileHttpProperty, newStats } from './hostile-http';

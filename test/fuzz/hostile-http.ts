@@ -1,6 +1,6 @@
 // Hostile HTTP input, defined once: the generators of random and mutated requests, the model of what
 // was acknowledged, and the invariants every response must keep. test/fuzz/*.test.ts runs it briefly
-// on every `bun test`; scripts/fuzz.ts runs the same property for as many requests as asked.
+// on every `bun test`; scripts/experiments/fuzz.ts runs the same property for as many requests as asked.
 
 import type { Database } from 'bun:sqlite';
 import { createHash } from 'node:crypto';

@@ -4,7 +4,10 @@ import { join } from 'node:path';
 
 export function buildBinary(outfile: string): void {
   const root = join(import.meta.dir, '..', '..');
-  const built = Bun.spawnSync([process.execPath, 'scripts/build.ts', outfile], { cwd: root, stderr: 'pipe' });
+  const built = Bun.spawnSync([process.execPath, 'scripts/ci/build.ts', outfile], {
+    cwd: root,
+    stderr: 'pipe',
+  });
   if (built.exitCode !== 0) throw new Error(`build failed: ${built.stderr.toString()}`);
 }
 

@@ -1,6 +1,6 @@
 // WAL checkpoints on a thread of their own. SQLite's automatic checkpoint runs inside the COMMIT that
 // takes the WAL past 1000 pages, on the event loop: with 1M keys stored it held every request for tens
-// of milliseconds (bench/RESULTS.md). A serving keygate turns it off and checkpoints from a Worker
+// of milliseconds (bench/HISTORY.md). A serving keygate turns it off and checkpoints from a Worker
 // instead; if the Worker fails, the automatic checkpoint comes back, so the WAL never grows unchecked.
 //
 // A checkpoint alone never makes the WAL shorter: SQLite starts writing it from the top again only
@@ -12,7 +12,7 @@ import { checkpointWorkerSource } from './checkpoint-worker.macro' with { type: 
 
 /** How often the Worker copies what the WAL holds into the database file. */
 export const CHECKPOINT_INTERVAL_MS = 50;
-/** WAL frames (pages) after which the WAL is restarted: 64 MiB of 4 KiB pages (bench/RESULTS.md, History). */
+/** WAL frames (pages) after which the WAL is restarted: 64 MiB of 4 KiB pages (bench/HISTORY.md). */
 export const RESTART_FRAMES = 16_384;
 /** SQLite's own default, restored when the Worker cannot run. */
 export const AUTOCHECKPOINT_PAGES = 1000;

@@ -32,7 +32,7 @@ export const DATABASE_FILE_MODE = 0o600;
 /**
  * The most of the file SQLite keeps in memory (KiB; it grows only as pages are read). Its default,
  * 2 MiB, cannot hold the index pages of a thousand users creating keys, so with a million keys stored
- * each insert read them from the file again (bench/RESULTS.md, History).
+ * each insert read them from the file again (bench/HISTORY.md).
  */
 export const CACHE_KIB = 65_536;
 
@@ -47,7 +47,7 @@ export function openDatabase(url: string): Db {
   client.run('PRAGMA foreign_keys = ON');
   client.run(`PRAGMA cache_size = -${CACHE_KIB}`);
   // A statement that fires the counting triggers keeps a statement journal (to undo itself alone):
-  // in memory, not in a temporary file, which cost more than the trigger (bench/RESULTS.md, History).
+  // in memory, not in a temporary file, which cost more than the trigger (bench/HISTORY.md).
   client.run('PRAGMA temp_store = MEMORY');
   assertWritable(client);
   const db = drizzle({ client, schema });

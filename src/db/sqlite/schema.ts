@@ -26,7 +26,7 @@ export const apiKeys = sqliteTable(
   (table) => [
     // Listing a user's keys newest first, keyset-paged on (created_at, id), walks this index; so does
     // counting a user's live keys at the cap, which reads expires_at from it. One per-user index, not
-    // two: each insert lands on one random leaf page fewer (bench/RESULTS.md, History).
+    // two: each insert lands on one random leaf page fewer (bench/HISTORY.md).
     index('api_keys_user_created').on(table.userId, table.createdAt, table.id, table.expiresAt),
     // The purge finds expired keys in order without scanning the table.
     index('api_keys_expires').on(table.expiresAt),

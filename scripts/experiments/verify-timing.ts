@@ -2,10 +2,10 @@
 // secret? Starts the compiled binary on 127.0.0.1, creates a key, then sends the two kinds of request
 // interleaved, one at a time over one keep-alive connection, and prints the median and p90 of each
 // and their difference in µs. Also a third series: a fresh unknown id every time (nothing cached).
-// Run under the load lock: flock /tmp/keygate-load.lock bun run scripts/verify-timing.ts [--requests 2000]
+// Run under the load lock: flock /tmp/keygate-load.lock bun run scripts/experiments/verify-timing.ts [--requests 2000]
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { generateKeyId, generateSecret } from '../src/apikeys/secrets';
+import { generateKeyId, generateSecret } from '../../src/apikeys/secrets';
 import { flag, jwt, percentile, round, startKeygate, stopGracefully, tempDir } from './support/server';
 
 const requests = flag('requests', 2000);

@@ -1,5 +1,5 @@
 // Another process holds SQLite's write lock (the sqlite3 CLI in BEGIN EXCLUSIVE) while keygate serves.
-//   bun scripts/db-lock.ts [--hold-ms 3000] [--binary path]
+//   bun scripts/experiments/db-lock.ts [--hold-ms 3000] [--binary path]
 // Measures what a write waiting for the lock does to everything else: while one create waits,
 // /health and a key-authenticated call are sent every 100 ms and timed. Then the lock is released
 // and writes must succeed again with nothing acknowledged lost.
@@ -7,7 +7,7 @@
 import { Database } from 'bun:sqlite';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { hashSecret } from '../src/apikeys/secrets';
+import { hashSecret } from '../../src/apikeys/secrets';
 import { flag, jwt, percentile, round, startKeygate, stopGracefully, tempDir } from './support/server';
 
 const holdMs = flag('hold-ms', 3000);

@@ -4,17 +4,17 @@
 # every replica; deleted on replica 2, it is refused by every replica and by nginx within 1 second
 # (LISTEN/NOTIFY); nginx's forward-auth example allows it before, 403 after, 401 without credentials.
 #
-# Usage:  scripts/compose-smoke.sh        (as root; run by hand, not in CI: container builds are heavy)
+# Usage:  scripts/experiments/compose-smoke.sh        (as root; run by hand, not in CI: container builds are heavy)
 # On a machine that reaches only Debian's mirror it makes local stand-ins first: the base images of
-# the Dockerfile and of the stand-ins (scripts/container-base-images.sh, when any is missing) and,
-# from scripts/compose-standins/, images tagged docker.io/library/postgres:16 and
+# the Dockerfile and of the stand-ins (scripts/experiments/container-base-images.sh, when any is missing) and,
+# from scripts/experiments/compose-standins/, images tagged docker.io/library/postgres:16 and
 # docker.io/library/nginx:1.27, the names compose.yaml uses.
 # SKIP_STANDINS=1 uses whatever images of those names exist (e.g. the real ones).
 # Ports: free ones are picked and passed through KEYGATE_HTTP_PORT, KEYGATE_1_PORT..KEYGATE_3_PORT.
 # Always ends with `podman-compose down -v` (containers, network, the pgdata volume) and removes its
 # temporary files, also on failure. Every wait is bounded.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 export CONTAINERS_CONF=${CONTAINERS_CONF:-/tmp/ctr/containers.conf}
 PROJECT=keygate-smoke-$$
@@ -80,8 +80,8 @@ fi
 bases=(docker.io/library/debian:bookworm-slim $(awk 'toupper($1) == "FROM" { print $2 }' Dockerfile))
 for base in "${bases[@]}"; do
   if ! command -v podman >/dev/null || ! podman image exists "$base"; then
-    log "making the local base images (scripts/container-base-images.sh)"
-    bash "$ROOT/scripts/container-base-images.sh" >/dev/null
+    log "making the local base images (scripts/experiments/container-base-images.sh)"
+    bash "$ROOT/scripts/experiments/container-base-images.sh" >/dev/null
     break
   fi
 done
@@ -100,8 +100,8 @@ build() { # build TAG DIR [flags]
   pass "built $tag in $(($(now_ms) - t0)) ms"
 }
 if [ "${SKIP_STANDINS:-0}" != 1 ]; then
-  build docker.io/library/postgres:16 scripts/compose-standins/postgres
-  build docker.io/library/nginx:1.27 scripts/compose-standins/nginx
+  build docker.io/library/postgres:16 scripts/experiments/compose-standins/postgres
+  build docker.io/library/nginx:1.27 scripts/experiments/compose-standins/nginx
 fi
 # --format docker keeps the Dockerfile's HEALTHCHECK; compose.yaml names the same check anyway.
 build keygate:compose . --format docker

@@ -1,5 +1,5 @@
 // Crash and restart under load: is every acknowledged write still there after a SIGKILL?
-//   flock /tmp/keygate-load.lock bun scripts/crash-test.ts [--cycles 25] [--workers 24] [--max-seconds 300]
+//   flock /tmp/keygate-load.lock bun scripts/experiments/crash-test.ts [--cycles 25] [--workers 24] [--max-seconds 300]
 // Each cycle starts dist/keygate on the same database, drives concurrent creates (both schemes),
 // deletes (both schemes), rotations (both schemes; grace period 0, none given, 2 s or an hour) and
 // authenticated calls, SIGKILLs it at a random moment, and then checks, after the next start has
@@ -19,7 +19,7 @@
 import { Database } from 'bun:sqlite';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { hashSecret } from '../src/apikeys/secrets';
+import { hashSecret } from '../../src/apikeys/secrets';
 import {
   flag,
   jwt,

@@ -5,11 +5,11 @@ import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
-import { createJwtAuthority } from '../../src/auth/jwt';
+import { createJwtAuthority } from '../../../src/auth/jwt';
 
 export const SCRIPT_JWT_SECRET = 'fault-scripts-secret-at-least-32-bytes-long';
 /** dist/keygate, or KEYGATE_BINARY (e.g. a build of the working tree kept apart from a running bench). */
-export const BINARY = process.env.KEYGATE_BINARY ?? resolve(import.meta.dir, '..', '..', 'dist', 'keygate');
+export const BINARY = process.env.KEYGATE_BINARY ?? resolve(import.meta.dir, '../../../dist/keygate');
 
 const started = new Set<Subprocess>();
 process.on('exit', () => {

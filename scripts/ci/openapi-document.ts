@@ -1,8 +1,8 @@
 // Prints the OpenAPI document keygate serves at /openapi/json (for `redocly lint` in .ci/run).
-// Usage: bun scripts/openapi-document.ts [BASE_PATH]
-import { loadConfig } from '../src/config';
-import { createLogger } from '../src/core/log';
-import { createKeygate } from '../src/keygate';
+// Usage: bun scripts/ci/openapi-document.ts [BASE_PATH]
+import { loadConfig } from '../../src/config';
+import { createLogger } from '../../src/core/log';
+import { createKeygate } from '../../src/keygate';
 
 const secret = 'openapi-document-secret-0123456789abcdef';
 const config = loadConfig({ DATABASE_URL: ':memory:', JWT_SECRET: secret, BASE_PATH: process.argv[2] ?? '' });

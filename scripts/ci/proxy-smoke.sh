@@ -3,7 +3,7 @@
 # upstream, each asking keygate's /forward-auth, with the configurations docs/reverse-proxies.md shows
 # (examples/proxies/nginx.conf and examples/proxies/Caddyfile, placeholders substituted).
 #
-# Usage:  scripts/proxy-smoke.sh
+# Usage:  scripts/ci/proxy-smoke.sh
 #   KEYGATE_BINARY=path   the keygate executable (default dist/keygate, built when missing)
 #
 # Installs nginx and Caddy from Debian when missing (as root; their services are not started).
@@ -13,7 +13,7 @@
 # removes the temp dir.
 set -euo pipefail
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$PWD
 JWT_SECRET_VALUE='proxy-smoke-secret-at-least-32-bytes-long'
 READY_WITHIN=15 # seconds any one process may take to start answering
@@ -124,7 +124,7 @@ KEYGATE=${KEYGATE%/}
 KEYGATE_PORT=${KEYGATE##*:}
 
 MARKER="body-marker-$RANDOM$RANDOM"
-bun "$ROOT/scripts/support/proxy-fixtures.ts" "$KEYGATE_PORT" "$WORK/fixtures.json" "$MARKER" \
+bun "$ROOT/scripts/ci/support/proxy-fixtures.ts" "$KEYGATE_PORT" "$WORK/fixtures.json" "$MARKER" \
   2>"$WORK/fixtures.err" &
 started fixtures $!
 deadline=$(($(date +%s) + READY_WITHIN))

@@ -3,7 +3,7 @@
 // build arg), else `git rev-parse HEAD`, else "unknown" (outside a checkout).
 import { join } from 'node:path';
 
-const root = join(import.meta.dir, '..');
+const root = join(import.meta.dir, '..', '..');
 const outfile = process.argv[2] ?? 'dist/keygate';
 
 function commit(): string {

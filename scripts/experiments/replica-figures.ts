@@ -1,13 +1,13 @@
-// The multi-replica figures of the PostgreSQL issue, on a throwaway PostgreSQL and keygate replicas
+// Figures for several replicas on one PostgreSQL database, on a throwaway PostgreSQL and keygate replicas
 // started from source, all on 127.0.0.1: revocation latency across replicas (a key deleted on one,
 // polled every 1 ms on another until refused; N trials), the cap race (concurrent creates for one user
 // spread over three replicas), and a purge of K expired keys by three replicas (time, and whether the
 // purged counts add up: any excess would be work done twice). Stops everything it started.
-//   bun scripts/replica-figures.ts [--trials 100] [--expired 100000]
+//   bun scripts/experiments/replica-figures.ts [--trials 100] [--expired 100000]
 import { parseArgs } from 'node:util';
 import { SQL } from 'bun';
-import { startPostgres } from '../test/support/postgres';
-import { bearerFor, type Replica, startReplica } from '../test/support/replicas';
+import { startPostgres } from '../../test/support/postgres';
+import { bearerFor, type Replica, startReplica } from '../../test/support/replicas';
 
 const { values } = parseArgs({
   options: { trials: { type: 'string', default: '100' }, expired: { type: 'string', default: '100000' } },

@@ -4,13 +4,13 @@
 # Also checks the rendered DOM (the operations are listed) and that Chromium logged no blocked
 # resource and no Content-Security-Policy violation.
 #
-# Usage:  scripts/reference-screenshot.sh [OUT.png]      (default: reference.png in the current directory)
+# Usage:  scripts/experiments/reference-screenshot.sh [OUT.png]      (default: reference.png in the current directory)
 #   KEYGATE_BIN=path   a compiled keygate to use (default: build one into a temporary directory)
 #   CHROMIUM=chromium  the browser (Debian's `chromium` package is installed if missing, as root)
 #
 # keygate and Chromium are started here and stopped by their PIDs; all waits are bounded.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 OUT=$(realpath -m "${1:-reference.png}")
 CHROMIUM=${CHROMIUM:-chromium}
@@ -36,7 +36,7 @@ say() { echo "reference-screenshot: $*"; }
 BIN=${KEYGATE_BIN:-}
 if [ -z "$BIN" ]; then
   BIN="$WORK/keygate"
-  bun scripts/build.ts "$BIN" >/dev/null
+  bun scripts/ci/build.ts "$BIN" >/dev/null
 fi
 BIN=$(realpath "$BIN")
 

@@ -1,6 +1,6 @@
 // Slow clients: 1,000 connections that sit idle or trickle request headers a byte at a time, held
 // open (reopened as the server closes them) while a normal client runs.
-//   flock /tmp/keygate-load.lock bun scripts/slow-clients.ts [--connections 1000] [--seconds 30]
+//   flock /tmp/keygate-load.lock bun scripts/experiments/slow-clients.ts [--connections 1000] [--seconds 30]
 // Reports the normal client's p50/p99 without and with them (pass: p99 within 2×), and how long the
 // server let each slow connection live (pass: every one closed by the server, none past
 // HEADER_TIMEOUT_SECONDS + 5 s: the timer that closes them ticks every few seconds).

@@ -1,5 +1,5 @@
 // Soak: mixed load at about half of measured capacity for a long time.
-//   flock /tmp/keygate-load.lock bun scripts/soak.ts [--minutes 10] [--fraction 0.5] [--capacity RPS]
+//   flock /tmp/keygate-load.lock bun scripts/experiments/soak.ts [--minutes 10] [--fraction 0.5] [--capacity RPS]
 // Measures capacity first (closed loop, 64 in flight, 15 s), then sends at `fraction` of it, open
 // loop, and reports per minute: requests, errors (unexpected status or transport error), p50/p99,
 // and the server's RSS. Passes when there are 0 errors, every minute's RSS after the first is within

@@ -1,9 +1,9 @@
-// The two small servers scripts/proxy-smoke.sh puts around nginx and Caddy, on 127.0.0.1:
+// The two small servers scripts/ci/proxy-smoke.sh puts around nginx and Caddy, on 127.0.0.1:
 //  - the upstream application: answers every request with what it received (method, path, body, and
 //    the headers, credentials shown only as present), and counts the requests it saw per check tag;
 //  - a wire tap between the proxies and keygate: a TCP relay that forwards bytes unchanged and counts
 //    the auth requests and whether the body marker ever went towards keygate.
-//   bun scripts/support/proxy-fixtures.ts <keygate-port> <state-file> <body-marker>
+//   bun scripts/ci/support/proxy-fixtures.ts <keygate-port> <state-file> <body-marker>
 // Writes {"upstream":port,"tap":port,"free":[port,port]} to <state-file> once both listen. Nothing it
 // receives is logged; it holds credentials only in memory and stops on SIGTERM.
 import { writeFileSync } from 'node:fs';

@@ -2,9 +2,9 @@
 // EdDSA through a JWKS endpoint (a Bun.serve on 127.0.0.1, fetched once, then the cached key), and a
 // hit of the verified-token cache. Each series verifies distinct pre-signed tokens (so the cache never
 // answers) in batches and prints the median and p90 µs per verify over the batches.
-// Run under the load lock: flock /tmp/keygate-load.lock bun run scripts/jwt-verify-cost.ts [--tokens 2000]
+// Run under the load lock: flock /tmp/keygate-load.lock bun run scripts/experiments/jwt-verify-cost.ts [--tokens 2000]
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { createJwtAuthority, type JwtAuthority } from '../src/auth/jwt';
+import { createJwtAuthority, type JwtAuthority } from '../../src/auth/jwt';
 import { flag, percentile, round } from './support/server';
 
 const tokens = flag('tokens', 2000);

@@ -4,7 +4,7 @@
 # HEALTHCHECK, a clean exit 0 on SIGTERM within the stop timeout, and keys surviving a new container on
 # the same volume. Prints timings and how much the keygate layers add to the base image.
 #
-# Usage:  scripts/container-smoke.sh [--remove-image] [--no-build]
+# Usage:  scripts/experiments/container-smoke.sh [--remove-image] [--no-build]
 #   ENGINE=podman|docker   container engine (default podman)
 #   IMAGE=keygate:smoke    tag to build and test
 #   BUILD_ARGS="..."       extra build flags; with podman the default adds --pull=never (local base images)
@@ -40,7 +40,7 @@ BASE_IMAGE=${BASE_IMAGE:-docker.io/library/debian:trixie-slim}
 STOP_TIMEOUT=10 # seconds the engine waits after SIGTERM before SIGKILL
 HEALTHY_WITHIN=30 # seconds a fresh container may take to answer /health
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 command -v "$ENGINE" >/dev/null || { echo "smoke: $ENGINE is not installed" >&2; exit 1; }
 command -v curl >/dev/null || { echo "smoke: curl is not installed" >&2; exit 1; }
 

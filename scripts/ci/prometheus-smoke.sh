@@ -2,14 +2,14 @@
 # Prometheus smoke test: a real Prometheus scrapes a real keygate, and its HTTP API must show the
 # target healthy (up == 1) and the request counter with the requests this script sent.
 #
-# Usage:  scripts/prometheus-smoke.sh
+# Usage:  scripts/ci/prometheus-smoke.sh
 #   PROMETHEUS=/usr/bin/prometheus   the binary (Debian's `prometheus` package is installed if missing)
 #
 # Everything runs on 127.0.0.1 on free ports, with Prometheus's configuration and data in a temporary
 # directory. Both processes are started here and stopped by their PIDs on exit, also on failure;
 # every wait is bounded, so the script ends by itself.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 PROMETHEUS=${PROMETHEUS:-prometheus}
 WAIT_SECONDS=30

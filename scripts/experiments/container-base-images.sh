@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Local stand-ins for the base images keygate's Dockerfile and scripts/compose-standins/ name, on a
+# Local stand-ins for the base images keygate's Dockerfile and scripts/experiments/compose-standins/ name, on a
 # machine that reaches only Debian's mirror and the npm registry. As root. First makes a container
 # engine usable: rootful podman with runc (crun refuses hybrid cgroups) and debootstrap, installed
 # from Debian when missing, and $W/containers.conf (default /tmp/ctr). Then makes:
@@ -10,7 +10,7 @@
 #   gcr.io/distroless/cc-debian13            only what distroless/cc holds, copied from that trixie:
 #                                            glibc, libgcc, libstdc++, CA certificates, tzdata,
 #                                            /etc/passwd with root and nonroot (65532); no shell
-# Usage:  sudo bash scripts/container-base-images.sh   then   export CONTAINERS_CONF=/tmp/ctr/containers.conf
+# Usage:  sudo bash scripts/experiments/container-base-images.sh   then   export CONTAINERS_CONF=/tmp/ctr/containers.conf
 # Real users pull the real images; these are for building and testing the Dockerfile here.
 set -euo pipefail
 W=${W:-/tmp/ctr}

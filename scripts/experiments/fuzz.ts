@@ -4,7 +4,7 @@
 // counted instead of stopping at the first; the distinct kinds are printed with one example each.
 // Exit 1 when any invariant broke.
 import fc from 'fast-check';
-import { hostileHttpProperty, newStats } from '../test/fuzz/hostile-http';
+import { hostileHttpProperty, newStats } from '../../test/fuzz/hostile-http';
 
 function option(name: string, fallback: number): number {
   const at = process.argv.indexOf(`--${name}`);
