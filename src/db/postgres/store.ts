@@ -4,15 +4,11 @@
 // triggers keep in step with api_keys); a delete or rotation NOTIFYs the other replicas in the same
 // transaction, and LISTEN evicts their cached keys.
 import { and, count, desc, eq, gt, lt, lte, or, sql } from 'drizzle-orm';
-import {
-  type ApiKeyRow,
-  type ApiKeyStore,
-  type KeysChangedListener,
-  StoreUnavailableError,
-} from '../../apikeys/store';
+import type { ApiKeyRow, ApiKeyStore, KeysChangedListener } from '../../apikeys/store';
 import { currentRequestSignal, RequestGoneError } from '../../request-scope';
 import type { PostgresDb } from './open';
 import { apiKeys, userKeyCounts } from './schema';
+import { unavailableOr } from './unavailable';
 
 /** The NOTIFY channel: a payload is the sending replica's id, a space, and the comma-separated key ids. */
 export const KEYS_CHANNEL = 'keygate_keys';
@@ -21,22 +17,6 @@ export const KEYS_CHANNEL = 'keygate_keys';
 const IDS_PER_NOTIFY = 50;
 
 type Row = typeof apiKeys.$inferSelect;
-
-/** Connection trouble (refused, closed, timed out) and the server's "not now" SQLSTATE classes. */
-function isUnavailable(error: unknown): string | undefined {
-  const { code, errno } = (error ?? {}) as { code?: unknown; errno?: unknown };
-  if (typeof code === 'string' && /^ERR_POSTGRES_(CONNECTION|IDLE|LIFETIME|TLS)/.test(code)) return code;
-  // 08: connection exception; 57P0x: admin/crash shutdown, cannot connect now; 53: out of resources;
-  // 40001/40P01: serialization failure or deadlock, which a retry resolves.
-  if (typeof errno === 'string' && /^(08|57P0|53|40001|40P01)/.test(errno)) return errno;
-  return undefined;
-}
-
-function unavailableOr(error: unknown): never {
-  const code = isUnavailable(error);
-  if (code !== undefined) throw new StoreUnavailableError(code, { cause: error });
-  throw error;
-}
 
 const toRow = (row: Row): ApiKeyRow => ({ ...row, secretHash: Buffer.from(row.secretHash, 'hex') });
 const toColumns = (row: ApiKeyRow): Row => ({
