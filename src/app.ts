@@ -15,7 +15,7 @@ import { type DirectRoute, recordRouteTemplate, requestIdOf } from './http/edge'
 import { errorResponse, HttpError } from './http/errors';
 import { openApiDocument } from './http/openapi';
 import { referencePage } from './http/reference-page';
-import type { Logger } from './log';
+import { errorFields, type Logger } from './log';
 import { RequestGoneError } from './request-scope';
 import { VERSION } from './version';
 
@@ -56,10 +56,7 @@ export function createApp({
         'retry-after': '1',
       });
     }
-    logger.error('unexpected error', {
-      requestId,
-      error: error instanceof Error ? error.stack : String(error),
-    });
+    logger.error('unexpected error', { requestId, ...errorFields(error) });
     return errorResponse(500, `Something went wrong on our side (request ${requestId ?? 'unknown'}).`);
   };
   const verify = verifyAnswer(
