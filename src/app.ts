@@ -112,7 +112,9 @@ export function createApp({
     .get(
       '/health',
       async () => {
-        if (!(await store.ping())) throw new HttpError(503, 'The database does not answer.');
+        if (!(await store.ping())) {
+          throw new HttpError(503, 'The database does not answer.', { 'retry-after': '1' });
+        }
         return { status: 'ok' as const };
       },
       {
