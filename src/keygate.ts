@@ -61,7 +61,7 @@ export async function openStore(
     const db = await openPostgres(config.databaseUrl, config.databasePoolSize);
     return {
       engine: 'postgres',
-      store: await createPostgresApiKeyStore(db, { listen: serving }),
+      store: await createPostgresApiKeyStore(db, { listen: serving, logger }),
       database: redactedUrl(config.databaseUrl),
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       rawQuery: (query, params = []) => db.$client.unsafe(query, params as never[]),

@@ -5,7 +5,9 @@
 // transaction, and LISTEN evicts their cached keys.
 import { and, count, desc, eq, gt, lt, lte, or, sql } from 'drizzle-orm';
 import type { ApiKeyRow, ApiKeyStore, KeysChangedListener } from '../../apikeys/store';
+import type { Logger } from '../../log';
 import { currentRequestSignal, RequestGoneError } from '../../request-scope';
+import { routeClientWarnings } from './client-warnings';
 import type { PostgresDb } from './open';
 import { apiKeys, userKeyCounts } from './schema';
 import { unavailableOr } from './unavailable';
@@ -27,11 +29,13 @@ const toColumns = (row: ApiKeyRow): Row => ({
 export type PostgresStoreOptions = {
   /** Subscribe to other replicas' changes (off for one-shot commands such as `keygate purge`). */
   listen: boolean;
+  /** While listening: where the SQL client's own warnings go (else they stay plain text on stderr). */
+  logger?: Pick<Logger, 'info' | 'warn'>;
 };
 
 export async function createPostgresApiKeyStore(
   db: PostgresDb,
-  { listen }: PostgresStoreOptions,
+  { listen, logger }: PostgresStoreOptions,
 ): Promise<ApiKeyStore> {
   const listeners = new Set<KeysChangedListener>();
   const announce = (ids: readonly string[] | 'all') => {
@@ -123,6 +127,7 @@ export async function createPostgresApiKeyStore(
     await Promise.allSettled([...inFlight]);
   }
 
+  const stopRoutingWarnings = listen && logger ? routeClientWarnings(logger) : () => {};
   if (listen) {
     let subscribed = false;
     await db.$client
@@ -134,11 +139,17 @@ export async function createPostgresApiKeyStore(
         },
         () => {
           // After a reconnect, notifications sent meanwhile are lost: forget every cached key.
-          if (subscribed) announce('all');
+          if (subscribed) {
+            announce('all');
+            logger?.info('database notifications resumed; cached keys forgotten');
+          }
           subscribed = true;
         },
       )
-      .catch(unavailableOr);
+      .catch((error: unknown) => {
+        stopRoutingWarnings();
+        return unavailableOr(error);
+      });
   }
 
   return {
@@ -253,6 +264,7 @@ export async function createPostgresApiKeyStore(
     async close() {
       await drained();
       await db.$client.close({ timeout: 5 });
+      stopRoutingWarnings();
     },
   };
 }
