@@ -103,7 +103,11 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('every PostgreSQL store method while
 
   it('rejects with StoreUnavailableError, in flight and after, and answers again once it is back', async () => {
     server = await startPostgres();
-    const store = await createPostgresApiKeyStore(await openPostgres(server.url, 4), { listen: false });
+    const writes: boolean[] = [];
+    const store = await createPostgresApiKeyStore(await openPostgres(server.url, 4), {
+      listen: false,
+      onWrite: (committed) => writes.push(committed),
+    });
     try {
       await store.insertKeyWithinLimit(row(id(1)), 10);
       // A read and a write on their way when the server dies: their connections close under them.
@@ -132,11 +136,15 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('every PostgreSQL store method while
         expect((error as StoreUnavailableError).code).toMatch(/^ERR_POSTGRES_CONNECTION_(REFUSED|CLOSED)$/);
       }
       expect(await store.ping()).toBe(false);
+      // The write outcomes the writable gauge follows: the first insert committed, then refusals.
+      expect(writes[0]).toBe(true);
+      expect(writes.at(-1)).toBe(false);
 
       server.start();
       expect(await store.ping()).toBe(true);
       expect((await store.findKey(id(1)))?.id).toBe(id(1));
       expect(await store.insertKeyWithinLimit(row(id(5)), 10)).toBe('inserted');
+      expect(writes.at(-1)).toBe(true);
     } finally {
       await store.close();
     }

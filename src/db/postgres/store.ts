@@ -10,7 +10,7 @@ import { currentRequestSignal, RequestGoneError } from '../../request-scope';
 import { routeClientWarnings } from './client-warnings';
 import type { PostgresDb } from './open';
 import { apiKeys, userKeyCounts } from './schema';
-import { unavailableOr } from './unavailable';
+import { unavailableCode, unavailableOr } from './unavailable';
 
 /** The NOTIFY channel: a payload is the sending replica's id, a space, and the comma-separated key ids. */
 export const KEYS_CHANNEL = 'keygate_keys';
@@ -30,12 +30,16 @@ export type PostgresStoreOptions = {
   /** Subscribe to other replicas' changes (off for one-shot commands such as `keygate purge`). */
   listen: boolean;
   /** While listening: where the SQL client's own warnings go (else they stay plain text on stderr). */
-  logger?: Pick<Logger, 'info' | 'warn'>;
+  logger?: Pick<
+    Logger,
+    'info' | 'warn'
+  > /** Told after each write transaction: committed, or refused because the database is unavailable. */;
+  onWrite?: (committed: boolean) => void;
 };
 
 export async function createPostgresApiKeyStore(
   db: PostgresDb,
-  { listen, logger }: PostgresStoreOptions,
+  { listen, logger, onWrite }: PostgresStoreOptions,
 ): Promise<ApiKeyStore> {
   const listeners = new Set<KeysChangedListener>();
   const announce = (ids: readonly string[] | 'all') => {
@@ -58,7 +62,16 @@ export async function createPostgresApiKeyStore(
         if (request?.aborted) throw new RequestGoneError();
         return value;
       })
-      .catch(unavailableOr);
+      .then(
+        (value) => {
+          onWrite?.(true);
+          return value;
+        },
+        (error: unknown) => {
+          if (unavailableCode(error) !== undefined) onWrite?.(false);
+          return unavailableOr(error);
+        },
+      );
     inFlight.add(done);
     const forget = () => inFlight.delete(done);
     done.then(forget, forget);
