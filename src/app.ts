@@ -10,7 +10,7 @@ import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth } from './auth/schemes';
 import { DomainError } from './core/errors';
-import type { Logger } from './core/log';
+import { errorFields, type Logger } from './core/log';
 import type { DirectRoute } from './http/edge';
 import { domainErrorResponse, errorResponse, HttpError } from './http/errors';
 import { openApiDocument } from './http/openapi';
@@ -59,10 +59,7 @@ export function createApp({
       }
       return domainErrorResponse(error);
     }
-    logger.error('unexpected error', {
-      requestId,
-      error: error instanceof Error ? error.stack : String(error),
-    });
+    logger.error('unexpected error', { requestId, ...errorFields(error) });
     return errorResponse(500, `Something went wrong on our side (request ${requestId ?? 'unknown'}).`);
   };
   const verify = verifyAnswer(
@@ -114,7 +111,9 @@ export function createApp({
     .get(
       '/health',
       async () => {
-        if (!(await store.ping())) throw new HttpError(503, 'The database does not answer.');
+        if (!(await store.ping())) {
+          throw new HttpError(503, 'The database does not answer.', { 'retry-after': '1' });
+        }
         return { status: 'ok' as const };
       },
       {

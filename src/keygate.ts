@@ -44,6 +44,7 @@ export async function openStore(
   {
     serving = true,
     onCommit,
+    onWrite,
     logger,
   }: {
     /**
@@ -53,6 +54,8 @@ export async function openStore(
     serving?: boolean;
     /** SQLite: the group-commit observer (metrics). */
     onCommit?: (batch: CommitBatch) => void;
+    /** PostgreSQL: told whether each write transaction committed or found the database unavailable (metrics). */
+    onWrite?: (committed: boolean) => void;
     /** Told if the SQLite checkpoint thread fails (its checkpoints then run on the event loop). */
     logger?: Logger;
   } = {},
@@ -61,7 +64,7 @@ export async function openStore(
     const db = await openPostgres(config.databaseUrl, config.databasePoolSize);
     return {
       engine: 'postgres',
-      store: await createPostgresApiKeyStore(db, { listen: serving }),
+      store: await createPostgresApiKeyStore(db, { listen: serving, logger, onWrite }),
       database: redactedUrl(config.databaseUrl),
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       rawQuery: (query, params = []) => db.$client.unsafe(query, params as never[]),
@@ -118,7 +121,11 @@ export async function createKeygate(
           engine: isPostgresUrl(config.databaseUrl) ? 'postgres' : 'sqlite',
           databaseUp: async () => (opened ? await opened.store.ping() : false),
         });
-  opened = await openStore(config, { onCommit: metrics?.commitObserved, logger });
+  opened = await openStore(config, {
+    onCommit: metrics?.commitObserved,
+    onWrite: metrics?.writeObserved,
+    logger,
+  });
   const { store } = opened;
   const keys = createKeyCache({
     store,

@@ -71,3 +71,30 @@ function isoTime(): string {
 function stdoutWrite(chunk: string): void {
   process.stdout.write(chunk);
 }
+
+// Deep enough for a query error wrapping the client's; bounded should a cause chain loop.
+const MAX_CAUSES = 4;
+
+/**
+ * An unexpected error as log fields: its name, message, engine codes and the stack's frames, and its
+ * cause the same way. Never a query or its parameters: an error that carries them (drizzle's query
+ * error has `query` and `params`, and its message and stack begin with both) is named and told by
+ * its cause alone, and a stack keeps only its `at …` frames, never the message lines above them.
+ */
+export function errorFields(error: unknown, depth = 0): Record<string, unknown> {
+  if (!(error instanceof Error)) return { error: typeof error === 'string' ? error : String(error) };
+  const carried = error as Error & { code?: unknown; errno?: unknown; query?: unknown; params?: unknown };
+  const carriesQuery = 'query' in carried || 'params' in carried;
+  const named = error.name === 'Error' ? error.constructor.name : error.name;
+  const fields: Record<string, unknown> = { error: named };
+  if (!carriesQuery) fields.message = error.message;
+  if (typeof carried.code === 'string' || typeof carried.code === 'number') fields.code = carried.code;
+  if (typeof carried.errno === 'string' || typeof carried.errno === 'number') fields.errno = carried.errno;
+  const frames = (error.stack ?? '')
+    .split('\n')
+    .filter((line) => /^\s+at /.test(line))
+    .map((line) => line.trim());
+  if (frames.length > 0) fields.stack = frames.join('\n');
+  if (error.cause !== undefined && depth < MAX_CAUSES) fields.cause = errorFields(error.cause, depth + 1);
+  return fields;
+}

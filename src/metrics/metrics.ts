@@ -101,6 +101,14 @@ export function createMetrics(options: {
       this.set(up ? 1 : 0);
     },
   });
+  // Set by each write's outcome, not at scrape: whether the database answers reads (keygate_db_up,
+  // /health) says nothing of a full disk or a read-only database, which refuse only writes.
+  const databaseWritable = new Gauge({
+    name: 'keygate_db_writable',
+    help: '1 while the last write committed (or none has failed yet), 0 after a write failed because the database could not take it (unreachable, locked, full disk, read-only).',
+    registers,
+  });
+  databaseWritable.set(1);
   new Gauge({
     name: 'keygate_build_info',
     help: 'Always 1; the labels say which keygate build answers.',
@@ -147,6 +155,15 @@ export function createMetrics(options: {
       commitBatchSize.observe(batch.size);
       commitSeconds.observe(batch.seconds);
       if (!batch.committed) commitFailures.inc();
+      databaseWritable.set(batch.committed ? 1 : 0);
+    },
+    /**
+     * A write's outcome on an engine without group commit (PostgreSQL): committed, or refused because
+     * the database could not take it. The purge's periodic write probes it again after a failure; a
+     * pass with nothing to delete commits without writing, so it reads 1 even on a full disk.
+     */
+    writeObserved(committed: boolean): void {
+      databaseWritable.set(committed ? 1 : 0);
     },
     contentType: registry.contentType,
     /** The Prometheus text exposition of everything above. */

@@ -1,5 +1,6 @@
 // The disk fills up: writes answer 503 in the error shape, key authentication keeps working, and
-// writes succeed again once space returns, with nothing acknowledged lost. Needs root to mount a
+// writes succeed again once space returns, with nothing acknowledged lost; the writable gauge tells
+// operators while /health, which only needs reads, stays 200. Needs root to mount a
 // small tmpfs as the data directory; skipped, with the reason, otherwise.
 import type { Database } from 'bun:sqlite';
 import { afterAll, describe, expect, it } from 'bun:test';
@@ -121,6 +122,42 @@ describe.skipIf(cannotMount !== null)('a full disk', () => {
         integrity_check: string;
       };
       expect(integrity.integrity_check).toBe('ok');
+    } finally {
+      await keygate.close();
+    }
+  }, 20_000);
+
+  it('keygate_db_writable says 0 while writes are refused and /health stays 200, then 1 again', async () => {
+    const keygate = await createKeygate(
+      loadConfig({ DATABASE_URL: join(mountPoint, 'writable.db'), JWT_SECRET, METRICS_PORT: '0' }),
+      { jwtSecret: JWT_SECRET, logger: createLogger('silent') },
+    );
+    const writable = async () =>
+      /^keygate_db_writable (\d+)$/m.exec((await keygate.metrics?.exposition()) ?? '')?.[1];
+    try {
+      const bearer = { authorization: `Bearer ${await keygate.jwt.sign({ sub: 9, ttlSeconds: 600 })}` };
+      const create = () =>
+        keygate.handle(
+          new Request('http://localhost/apikeys/jwt', {
+            method: 'POST',
+            headers: { ...bearer, 'content-type': 'application/json' },
+            body: JSON.stringify({ name: 'x'.repeat(128), level: 1, expiresIn: 600 }),
+          }),
+        );
+      expect((await create()).status).toBe(201);
+      expect(await writable()).toBe('1');
+
+      const filler = fillDisk();
+      let refused = false;
+      for (let i = 0; i < 5000 && !refused; i++) refused = (await create()).status === 503;
+      expect(refused).toBe(true);
+      expect(await writable()).toBe('0');
+      // The database still answers reads: health says up, only the new gauge tells of the full disk.
+      expect((await keygate.handle(new Request('http://localhost/health'))).status).toBe(200);
+
+      rmSync(filler);
+      expect((await create()).status).toBe(201);
+      expect(await writable()).toBe('1');
     } finally {
       await keygate.close();
     }

@@ -251,6 +251,21 @@ describe('metrics through the API', () => {
 describe('metric recording functions', () => {
   const fresh = () => createMetrics({ version: '1.2.3', engine: 'sqlite', databaseUp: () => true });
 
+  it('say whether the last write committed: 1 at first, 0 after a refused write, 1 after the next commit', async () => {
+    const metrics = fresh();
+    const writable = async () =>
+      sampleValue(parseExposition(await metrics.exposition()), 'keygate_db_writable');
+    expect(await writable()).toBe(1);
+    metrics.commitObserved({ size: 3, seconds: 0.001, committed: false });
+    expect(await writable()).toBe(0);
+    metrics.commitObserved({ size: 1, seconds: 0.001, committed: true });
+    expect(await writable()).toBe(1);
+    metrics.writeObserved(false);
+    expect(await writable()).toBe(0);
+    metrics.writeObserved(true);
+    expect(await writable()).toBe(1);
+  });
+
   it('count expired keys removed by the purge, batch by batch', async () => {
     const metrics = fresh();
     const batches = [100, 37, 0];

@@ -16,8 +16,11 @@ export type ThrowawayPostgres = {
   pid(): number;
   /** A fresh, empty database on the same server; its URL. */
   createDatabase(name: string): string;
-  /** Stops the server, keeping its data (fast shutdown: clients are disconnected). */
-  stop(): void;
+  /**
+   * Stops the server, keeping its data: `fast` (the default) disconnects clients cleanly, `immediate`
+   * kills every backend at once, as a crash or a pulled cable would look to a client.
+   */
+  stop(mode?: 'fast' | 'immediate'): void;
   /** Starts it again on the same port and data. */
   start(): void;
   /** Stops it at once (its data is thrown away) and removes its directory. */
@@ -80,8 +83,8 @@ export async function startPostgres({ maxConnections = 100 } = {}): Promise<Thro
       psql(`CREATE DATABASE ${name}`);
       return urlOf(name);
     },
-    stop() {
-      if (running) stop();
+    stop(mode = 'fast') {
+      if (running) stop(mode);
       running = false;
     },
     start() {

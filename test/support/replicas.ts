@@ -33,30 +33,51 @@ export async function startReplica(databaseUrl: string, env: Record<string, stri
   started.add(child);
   // biome-ignore lint/suspicious/noExplicitAny: log lines are whatever JSON keygate wrote.
   const lines: any[] = [];
+  /** Lines that were not JSON, from either stream: keygate writes none, so each is a finding. */
+  const notJson: Array<{ stream: 'stdout' | 'stderr'; line: string }> = [];
+  const stderrLines: string[] = [];
   let url: string | undefined;
   let listening: () => void = () => {};
   const ready = new Promise<void>((resolve) => {
     listening = resolve;
   });
-  (async () => {
+  const readLines = async (stream: ReadableStream<Uint8Array>, each: (line: string) => void) => {
+    const decoder = new TextDecoder();
     let rest = '';
-    for await (const chunk of child.stdout) {
-      rest += new TextDecoder().decode(chunk);
+    for await (const chunk of stream) {
+      rest += decoder.decode(chunk, { stream: true });
       const parts = rest.split('\n');
       rest = parts.pop() ?? '';
-      for (const part of parts) {
-        if (part === '') continue;
-        const line = JSON.parse(part);
-        lines.push(line);
-        if (line.msg === 'listening') {
-          url = String(line.url).replace(/\/$/, '');
-          listening();
-        }
-      }
+      for (const part of parts) if (part !== '') each(part);
     }
-  })();
+    if (rest !== '') each(rest);
+  };
+  const parsed = (stream: 'stdout' | 'stderr', part: string) => {
+    try {
+      return JSON.parse(part);
+    } catch {
+      notJson.push({ stream, line: part });
+      return undefined;
+    }
+  };
+  readLines(child.stdout, (part) => {
+    const line = parsed('stdout', part);
+    if (line === undefined) return;
+    lines.push(line);
+    if (line.msg === 'listening') {
+      url = String(line.url).replace(/\/$/, '');
+      listening();
+    }
+  });
+  // Read as it comes, so a chatty stderr cannot fill the pipe and stall the replica.
+  const stderrDone = readLines(child.stderr, (part) => {
+    stderrLines.push(part);
+    const line = parsed('stderr', part);
+    if (line !== undefined) lines.push(line);
+  });
   const exited = child.exited.then(async (code) => {
-    throw new Error(`replica exited (${code}) before listening: ${await new Response(child.stderr).text()}`);
+    await stderrDone;
+    throw new Error(`replica exited (${code}) before listening: ${stderrLines.join('\n')}`);
   });
   await Promise.race([
     ready,
@@ -71,6 +92,8 @@ export async function startReplica(databaseUrl: string, env: Record<string, stri
     /** The log lines so far; `msg` filters them. */
     // biome-ignore lint/suspicious/noExplicitAny: as above.
     lines: (msg?: string): any[] => (msg === undefined ? lines : lines.filter((line) => line.msg === msg)),
+    /** Every line so far, on stdout or stderr, that did not parse as JSON. */
+    notJson: () => [...notJson],
     async req(method: string, path: string, init: { headers?: Record<string, string>; body?: unknown } = {}) {
       const headers = new Headers(init.headers);
       if (init.body !== undefined) headers.set('content-type', 'application/json');
@@ -80,7 +103,11 @@ export async function startReplica(databaseUrl: string, env: Record<string, stri
         body: init.body === undefined ? undefined : JSON.stringify(init.body),
       });
       const text = await response.text();
-      return { status: response.status, json: text === '' ? undefined : JSON.parse(text) };
+      return {
+        status: response.status,
+        headers: response.headers,
+        json: text === '' ? undefined : JSON.parse(text),
+      };
     },
     /** SIGTERM and wait for the exit code. */
     async stop(): Promise<number> {

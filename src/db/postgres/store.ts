@@ -5,11 +5,14 @@
 // transaction, and LISTEN evicts their cached keys.
 
 import { and, count, desc, eq, gt, lt, lte, or, sql } from 'drizzle-orm';
-import { type ApiKeyRow, type ApiKeyStore, StoreUnavailableError } from '../../apikeys/store';
+import type { ApiKeyRow, ApiKeyStore } from '../../apikeys/store';
 import { RequestGoneError } from '../../core/errors';
+import type { Logger } from '../../core/log';
 import { keyChanges } from '../key-changes';
+import { routeClientWarnings } from './client-warnings';
 import type { PostgresDb } from './open';
 import { apiKeys, userKeyCounts } from './schema';
+import { unavailableCode, unavailableOr } from './unavailable';
 
 /** The NOTIFY channel: a payload is the sending replica's id, a space, and the comma-separated key ids. */
 export const KEYS_CHANNEL = 'keygate_keys';
@@ -18,22 +21,6 @@ export const KEYS_CHANNEL = 'keygate_keys';
 const IDS_PER_NOTIFY = 50;
 
 type Row = typeof apiKeys.$inferSelect;
-
-/** Connection trouble (refused, closed, timed out) and the server's "not now" SQLSTATE classes. */
-function isUnavailable(error: unknown): string | undefined {
-  const { code, errno } = (error ?? {}) as { code?: unknown; errno?: unknown };
-  if (typeof code === 'string' && /^ERR_POSTGRES_(CONNECTION|IDLE|LIFETIME|TLS)/.test(code)) return code;
-  // 08: connection exception; 57P0x: admin/crash shutdown, cannot connect now; 53: out of resources;
-  // 40001/40P01: serialization failure or deadlock, which a retry resolves.
-  if (typeof errno === 'string' && /^(08|57P0|53|40001|40P01)/.test(errno)) return errno;
-  return undefined;
-}
-
-function unavailableOr(error: unknown): never {
-  const code = isUnavailable(error);
-  if (code !== undefined) throw new StoreUnavailableError(code, { cause: error });
-  throw error;
-}
 
 const toRow = (row: Row): ApiKeyRow => ({ ...row, secretHash: Buffer.from(row.secretHash, 'hex') });
 const toColumns = (row: ApiKeyRow): typeof apiKeys.$inferInsert => ({
@@ -44,11 +31,17 @@ const toColumns = (row: ApiKeyRow): typeof apiKeys.$inferInsert => ({
 export type PostgresStoreOptions = {
   /** Subscribe to other replicas' changes (off for one-shot commands such as `keygate purge`). */
   listen: boolean;
+  /** While listening: where the SQL client's own warnings go (else they stay plain text on stderr). */
+  logger?: Pick<
+    Logger,
+    'info' | 'warn'
+  > /** Told after each write transaction: committed, or refused because the database is unavailable. */;
+  onWrite?: (committed: boolean) => void;
 };
 
 export async function createPostgresApiKeyStore(
   db: PostgresDb,
-  { listen }: PostgresStoreOptions,
+  { listen, logger, onWrite }: PostgresStoreOptions,
 ): Promise<ApiKeyStore> {
   const { announce, onKeysChanged } = keyChanges();
   const inFlight = new Set<Promise<unknown>>();
@@ -69,7 +62,16 @@ export async function createPostgresApiKeyStore(
         if (request?.aborted) throw new RequestGoneError();
         return value;
       })
-      .catch(unavailableOr);
+      .then(
+        (value) => {
+          onWrite?.(true);
+          return value;
+        },
+        (error: unknown) => {
+          if (unavailableCode(error) !== undefined) onWrite?.(false);
+          return unavailableOr(error);
+        },
+      );
     inFlight.add(done);
     const forget = () => inFlight.delete(done);
     done.then(forget, forget);
@@ -138,6 +140,7 @@ export async function createPostgresApiKeyStore(
     await Promise.allSettled([...inFlight]);
   }
 
+  const stopRoutingWarnings = listen && logger ? routeClientWarnings(logger) : () => {};
   if (listen) {
     let subscribed = false;
     await db.$client
@@ -149,11 +152,17 @@ export async function createPostgresApiKeyStore(
         },
         () => {
           // After a reconnect, notifications sent meanwhile are lost: forget every cached key.
-          if (subscribed) announce('all');
+          if (subscribed) {
+            announce('all');
+            logger?.info('database notifications resumed; cached keys forgotten');
+          }
           subscribed = true;
         },
       )
-      .catch(unavailableOr);
+      .catch((error: unknown) => {
+        stopRoutingWarnings();
+        return unavailableOr(error);
+      });
   }
 
   return {
@@ -268,6 +277,7 @@ export async function createPostgresApiKeyStore(
     async close() {
       await drained();
       await db.$client.close({ timeout: 5 });
+      stopRoutingWarnings();
     },
   };
 }
