@@ -2,21 +2,20 @@
 // The one entry point: argv → serve | token | purge | migrate | healthcheck | config. The only place
 // that exits. Flags are read by node:util's parseArgs, strictly, per command.
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createJwtAuthority } from './auth/jwt';
-import { dataDirectory, JWT_SECRET_FILE, resolveJwtSecret } from './auth/jwt-secret';
+import { generatedSecretPath, resolveJwtSecret, SECRET_REQUIRED_WITH_POSTGRES } from './auth/jwt-secret';
 import { systemClock } from './clock';
 import {
   type Config,
   ConfigError,
+  type DatabaseChoice,
   flagOf,
   loadConfig,
   SETTINGS,
   type SettingName,
   settingOfFlag,
 } from './config';
-import { isPostgresUrl, redactedUrl } from './db/postgres/open';
 import { purgeExpiredKeys } from './jobs/purge';
 import { openStore } from './keygate';
 import { createLogger } from './log';
@@ -246,15 +245,18 @@ function versionLine(): string {
 }
 
 /** Only `serve` and `migrate` may create a SQLite file: elsewhere a mistyped path is an error. */
-function existingDatabase(config: Config, command: Command): string {
-  const file = config.databaseUrl !== ':memory:' && !isPostgresUrl(config.databaseUrl);
-  if (file && !existsSync(config.databaseUrl)) {
+function existingDatabase({ database }: Config, command: Command): void {
+  if (database.engine === 'sqlite' && database.path !== ':memory:' && !existsSync(database.path)) {
     throw new UsageError(
-      `the database ${config.databaseUrl} does not exist; keygate ${command} uses an existing one ` +
+      `the database ${database.path} does not exist; keygate ${command} uses an existing one ` +
         '(keygate serve or keygate migrate creates it). Check DATABASE_URL or --database-url.',
     );
   }
-  return config.databaseUrl;
+}
+
+/** The database for messages: the SQLite file's absolute path, or the URL without its password. */
+function databaseShown(database: DatabaseChoice): string {
+  return database.engine === 'postgres' ? database.redacted : database.path;
 }
 
 /** `keygate config`: every setting's effective value and its source; secrets are never printed. */
@@ -262,7 +264,8 @@ function effectiveSettings(config: Config, flags: Partial<Record<SettingName, st
   const rows = (Object.keys(SETTINGS) as SettingName[]).map((name) => {
     const source = flags[name] !== undefined ? 'flag' : process.env[name] ? 'environment' : 'default';
     const key = name.toLowerCase().replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase());
-    const value = (config as Record<string, unknown>)[key];
+    const value =
+      name === 'DATABASE_URL' ? databaseShown(config.database) : (config as Record<string, unknown>)[key];
     return { setting: `${name}=${shownValue(name, value, config)}`, source };
   });
   const width = Math.max(...rows.map((row) => row.setting.length));
@@ -271,14 +274,17 @@ function effectiveSettings(config: Config, flags: Partial<Record<SettingName, st
 
 function shownValue(name: SettingName, value: unknown, config: Config): string {
   if (name === 'JWT_SECRET') {
-    const file = join(dataDirectory(config.databaseUrl), JWT_SECRET_FILE);
     if (typeof value === 'string') return `<set, ${Buffer.byteLength(value)} bytes, not shown>`;
+    if (config.jwtKeySource !== 'secret') {
+      return `<unset: tokens are checked with ${config.jwtKeySource === 'jwks' ? 'JWT_JWKS_URL' : 'JWT_PUBLIC_KEY'}>`;
+    }
+    const file = generatedSecretPath(config.database);
+    if (file === undefined) return '<unset: required with PostgreSQL; set JWT_SECRET or JWT_SECRET_FILE>';
     return `<unset: the server uses ${file}${existsSync(file) ? '' : ', not created yet'}>`;
   }
+  // DATABASE_URL_FILE names a file; the URL it holds is shown, without its password, as DATABASE_URL.
   if (/SECRET|PASSWORD|TOKEN/.test(name) && value !== undefined) return '<set, not shown>';
-  if (value === undefined) return '';
-  // A database URL may carry a password (postgres://user:password@host/db).
-  return String(value).replace(/(\/\/[^:/@]+:)[^@]*@/, '$1***@');
+  return value === undefined ? '' : String(value);
 }
 
 async function mintToken(config: Config, options: Record<string, string>): Promise<string> {
@@ -308,7 +314,8 @@ async function mintToken(config: Config, options: Record<string, string>): Promi
  */
 function refuseToInventSecret(config: Config): void {
   if (config.jwtSecret !== undefined) return;
-  const file = join(dataDirectory(config.databaseUrl), JWT_SECRET_FILE);
+  const file = generatedSecretPath(config.database);
+  if (file === undefined) throw new UsageError(SECRET_REQUIRED_WITH_POSTGRES);
   if (existsSync(file)) return;
   throw new UsageError(
     `no JWT secret to sign with: JWT_SECRET is unset and ${file} does not exist. The server keeps its ` +
@@ -352,7 +359,7 @@ async function runServer(config: Config): Promise<number> {
     throw new StartupError(
       listening
         ? `cannot listen on ${config.host}:${config.port}: ${listening(config)}`
-        : `cannot start with database ${redactedUrl(config.databaseUrl)} on ${config.host}:${config.port}: ${(error as Error).message}`,
+        : `cannot start with database ${databaseShown(config.database)} on ${config.host}:${config.port}: ${(error as Error).message}`,
     );
   }
   return new Promise((resolve) => {

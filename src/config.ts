@@ -3,6 +3,7 @@
 // CLI turns it into exit code 2.
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { isAbsolute, resolve } from 'node:path';
 import {
   type AsymmetricAlgorithm,
   algorithmsForPublicKey,
@@ -16,10 +17,22 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/**
+ * DATABASE_URL, read once: the engine and where its data lives. A SQLite path is made absolute against
+ * the working directory at start, so every message and log line names the file actually opened.
+ */
+export type DatabaseChoice =
+  | Readonly<{ engine: 'sqlite' /** absolute, or `:memory:` */; path: string }>
+  | Readonly<{
+      engine: 'postgres';
+      url: string /** the URL without its password, for messages */;
+      redacted: string;
+    }>;
+
 export type Config = Readonly<{
   port: number;
   host: string;
-  databaseUrl: string;
+  database: DatabaseChoice;
   /** PostgreSQL only: connections in this replica's pool. */
   databasePoolSize: number;
   /** Unset: a random secret is created once in the data directory (see auth/jwt-secret.ts). */
@@ -188,7 +201,7 @@ function buildConfig(
   return Object.freeze({
     port: integer('PORT', raw('PORT'), 0, 65535),
     host: listenHost(raw('HOST')),
-    databaseUrl: nonEmpty('DATABASE_URL', rawOrFile('DATABASE_URL', 'DATABASE_URL_FILE')),
+    database: parseDatabaseUrl(nonEmpty('DATABASE_URL', rawOrFile('DATABASE_URL', 'DATABASE_URL_FILE'))),
     databasePoolSize: integer('DATABASE_POOL_SIZE', raw('DATABASE_POOL_SIZE'), 1, 1000),
     jwtSecret,
     jwtKeySource: jwtJwksUrl !== undefined ? 'jwks' : jwtPublicKey !== undefined ? 'public-key' : 'secret',
@@ -247,6 +260,54 @@ function fileContents(name: SettingName, path: string): string {
     throw new ConfigError(`${name}: cannot read ${path} (${code}).`);
   }
   return text.replace(/\r?\n$/, '');
+}
+
+const URL_SCHEME = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//;
+
+/**
+ * `postgres://` or `postgresql://` is PostgreSQL; a path or `:memory:` is SQLite. Any other `scheme://`
+ * (mysql://, pg://, http://) is refused rather than taken for a directory named after the scheme, and
+ * so are `sqlite:` and `file:` prefixes, which would otherwise name a file called `sqlite:…`. A
+ * refusal names only the scheme: the rest of a URL may hold a password.
+ */
+export function parseDatabaseUrl(value: string, workingDirectory = process.cwd()): DatabaseChoice {
+  const scheme = URL_SCHEME.exec(value)?.[1]?.toLowerCase();
+  if (scheme === 'postgres' || scheme === 'postgresql') {
+    return Object.freeze({ engine: 'postgres', url: value, redacted: withoutPassword(value) });
+  }
+  if (scheme !== undefined) {
+    throw new ConfigError(
+      `DATABASE_URL must be a SQLite file path, :memory:, or a postgres:// or postgresql:// URL (got a ${scheme}:// URL).`,
+    );
+  }
+  const prefix = /^(sqlite|file):/i.exec(value)?.[1];
+  if (prefix !== undefined) {
+    throw new ConfigError(
+      `DATABASE_URL takes a SQLite database as a plain file path, without "${prefix}:" (e.g. /var/lib/keygate/keygate.db).`,
+    );
+  }
+  if (value === ':memory:') return Object.freeze({ engine: 'sqlite', path: value });
+  return Object.freeze({
+    engine: 'sqlite',
+    path: isAbsolute(value) ? resolve(value) : resolve(workingDirectory, value),
+  });
+}
+
+/** The URL with its password (in the authority or a `password` parameter) replaced by `***`. */
+function withoutPassword(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(
+      'DATABASE_URL is a PostgreSQL URL that cannot be parsed (percent-encode any @, :, / or # in the user name or password).',
+    );
+  }
+  if (url.password !== '') url.password = '***';
+  for (const name of [...url.searchParams.keys()]) {
+    if (/password/i.test(name)) url.searchParams.set(name, '***');
+  }
+  return url.href;
 }
 
 function jwksUrl(value: string): string {

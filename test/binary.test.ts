@@ -44,7 +44,8 @@ describe('dist/keygate', () => {
     });
     const reader = (server.stdout as ReadableStream<Uint8Array>).getReader();
     const startLine = await readStartLine(reader);
-    expect(startLine).toMatchObject({ msg: 'listening', database: './data/keygate.db' });
+    // The start-up line names the file opened, made absolute.
+    expect(startLine).toMatchObject({ msg: 'listening', database: join(cwd, 'data', 'keygate.db') });
     expect(startLine.metrics).toStartWith('http://127.0.0.1:');
     const base = startLine.url.replace(/\/$/, '');
 

@@ -2,7 +2,7 @@
 // flags and stray words named as such, every bad setting at once, listen failures said plainly,
 // `token` that never invents a secret, `purge` that never creates a database, and `config`.
 import { afterAll, describe, expect, it } from 'bun:test';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pkg from '../package.json' with { type: 'json' };
@@ -105,6 +105,20 @@ describe('settings', () => {
     ]);
   });
 
+  it.each(['mysql://root:hunter2@db/keygate', 'pg://keygate:hunter2@db/keygate', 'http://db.example.com/k'])(
+    'refuses DATABASE_URL=%p in one line and creates nothing',
+    (url) => {
+      for (const command of ['serve', 'migrate', 'purge']) {
+        const result = keygate([command], { DATABASE_URL: url, JWT_SECRET: SECRET, PORT: '0' });
+        expect(result.code).toBe(2);
+        expect(result.stderr).toStartWith('keygate: DATABASE_URL must be a SQLite file path');
+        expect(result.stderr.trimEnd().split('\n')).toHaveLength(1);
+        expect(result.stderr).not.toContain('hunter2');
+        expect(readdirSync(result.cwd)).toEqual([]);
+      }
+    },
+  );
+
   it('judges a rule between settings with the values given (METRICS_PORT beside PORT)', () => {
     const result = keygate(['config'], { PORT: '4000', METRICS_PORT: '3000', LOG_LEVEL: 'loud' });
     expect(result.stderr).toBe(
@@ -155,7 +169,7 @@ describe('keygate token', () => {
     const result = keygate(['token', '--sub', '42', '--database-url', 'elsewhere/keygate.db']);
     expect(result.code).toBe(2);
     expect(result.stderr).toStartWith(
-      'keygate: no JWT secret to sign with: JWT_SECRET is unset and elsewhere/jwt-secret does not exist.',
+      `keygate: no JWT secret to sign with: JWT_SECRET is unset and ${join(result.cwd, 'elsewhere', 'jwt-secret')} does not exist.`,
     );
     expect(existsSync(join(result.cwd, 'elsewhere'))).toBe(false);
     expect(existsSync(join(result.cwd, 'data'))).toBe(false);
@@ -176,7 +190,7 @@ describe('commands that need an existing database', () => {
     const result = keygate(['purge', '--database-url', 'typo/keygate.db']);
     expect(result.code).toBe(2);
     expect(result.stderr).toBe(
-      'keygate: the database typo/keygate.db does not exist; keygate purge uses an existing one (keygate serve or keygate migrate creates it). Check DATABASE_URL or --database-url.\n',
+      `keygate: the database ${join(result.cwd, 'typo', 'keygate.db')} does not exist; keygate purge uses an existing one (keygate serve or keygate migrate creates it). Check DATABASE_URL or --database-url.\n`,
     );
     expect(existsSync(join(result.cwd, 'typo'))).toBe(false);
   });

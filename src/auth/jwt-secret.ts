@@ -1,29 +1,30 @@
-// Where the JWT secret comes from: JWT_SECRET, or else a random one created on first start in the
-// data directory (mode 0600) and reused, so `keygate token` and the server agree without setup.
+// Where the HS256 secret comes from: JWT_SECRET (or JWT_SECRET_FILE); else, on SQLite, a random one
+// created on first start beside the database (mode 0600) and reused, so `keygate token` and the server
+// agree without setup. PostgreSQL replicas run on different machines and share no directory, so a
+// generated file would give each replica its own secret: there JWT_SECRET is required.
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import type { Config } from '../config';
+import { dirname, join, resolve } from 'node:path';
+import type { Config, DatabaseChoice } from '../config';
 import { ConfigError } from '../config';
 import { DATA_DIRECTORY_MODE } from '../db/open';
-import { isPostgresUrl } from '../db/postgres/open';
 
 export const JWT_SECRET_FILE = 'jwt-secret';
 
-/** The directory beside the database; `./data` when the database is in memory. */
-export function dataDirectory(databaseUrl: string): string {
-  return databaseUrl === ':memory:' ? './data' : dirname(databaseUrl);
+export const SECRET_REQUIRED_WITH_POSTGRES =
+  'With a PostgreSQL DATABASE_URL, set JWT_SECRET or JWT_SECRET_FILE (or JWT_JWKS_URL, JWT_PUBLIC_KEY): every replica must verify tokens with the same key, so none is generated.';
+
+/** The generated secret's file: beside the SQLite database (`./data` for `:memory:`); none on PostgreSQL. */
+export function generatedSecretPath(database: DatabaseChoice): string | undefined {
+  if (database.engine === 'postgres') return undefined;
+  const directory = database.path === ':memory:' ? resolve('data') : dirname(database.path);
+  return join(directory, JWT_SECRET_FILE);
 }
 
-export function resolveJwtSecret(config: Pick<Config, 'jwtSecret' | 'databaseUrl'>): string {
+export function resolveJwtSecret(config: Pick<Config, 'jwtSecret' | 'database'>): string {
   if (config.jwtSecret !== undefined) return config.jwtSecret;
-  if (isPostgresUrl(config.databaseUrl)) {
-    // A secret generated beside one replica would differ from the next replica's.
-    throw new ConfigError(
-      'With a PostgreSQL DATABASE_URL, set JWT_SECRET (or JWT_JWKS_URL, JWT_PUBLIC_KEY): every replica must verify tokens with the same key.',
-    );
-  }
-  const path = join(dataDirectory(config.databaseUrl), JWT_SECRET_FILE);
+  const path = generatedSecretPath(config.database);
+  if (path === undefined) throw new ConfigError(SECRET_REQUIRED_WITH_POSTGRES);
   try {
     mkdirSync(dirname(path), { recursive: true, mode: DATA_DIRECTORY_MODE });
     // 'wx' fails if the file exists, so two processes starting together keep the first one's secret.
