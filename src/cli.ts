@@ -4,7 +4,6 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { createJwtAuthority } from './auth/jwt';
-import { generatedSecretPath, resolveJwtSecret, SECRET_REQUIRED_WITH_POSTGRES } from './auth/jwt-secret';
 import { systemClock } from './clock';
 import {
   type Config,
@@ -17,6 +16,7 @@ import {
   settingOfFlag,
 } from './config';
 import { purgeExpiredKeys } from './jobs/purge';
+import { generatedSecretPath, resolveJwtSecret, SECRET_REQUIRED_WITH_POSTGRES } from './jwt-secret';
 import { openStore } from './keygate';
 import { createLogger } from './log';
 import { type RunningServer, serve } from './serve';

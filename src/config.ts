@@ -35,7 +35,7 @@ export type Config = Readonly<{
   database: DatabaseChoice;
   /** PostgreSQL only: connections in this replica's pool. */
   databasePoolSize: number;
-  /** Unset: a random secret is created once in the data directory (see auth/jwt-secret.ts). */
+  /** Unset: a random secret is created once in the data directory (see jwt-secret.ts). */
   jwtSecret: string | undefined;
   /** Where token keys come from: the HS256 secret, an identity provider's JWKS, or one PEM key. */
   jwtKeySource: 'secret' | 'jwks' | 'public-key';

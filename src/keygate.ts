@@ -100,7 +100,7 @@ export async function createKeygate(
     clock = systemClock,
     advertiseKeepAlive = false,
   }: {
-    /** The HS256 secret (see auth/jwt-secret.ts); unused when tokens come from an identity provider. */
+    /** The HS256 secret (see jwt-secret.ts); unused when tokens come from an identity provider. */
     jwtSecret?: string;
     logger: Logger;
     clock?: Clock;
@@ -179,6 +179,6 @@ function jwtKeySource(config: Config, jwtSecret: string | undefined): JwtKeySour
   if (config.jwtKeySource === 'public-key' && config.jwtPublicKey !== undefined) {
     return { publicKey: config.jwtPublicKey, algorithms };
   }
-  if (jwtSecret === undefined) throw new Error('keygate needs its JWT secret (auth/jwt-secret.ts)');
+  if (jwtSecret === undefined) throw new Error('keygate needs its JWT secret (jwt-secret.ts)');
   return { secret: jwtSecret };
 }

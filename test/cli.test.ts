@@ -175,6 +175,16 @@ describe('keygate token', () => {
     expect(existsSync(join(result.cwd, 'data'))).toBe(false);
   });
 
+  it('with PostgreSQL and no JWT_SECRET, says the secret is required and never shows the password', () => {
+    const url = 'postgres://keygate:hunter2@127.0.0.1:1/keygate';
+    const result = keygate(['token', '--sub', '42'], { DATABASE_URL: url });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(
+      'keygate: With a PostgreSQL DATABASE_URL, set JWT_SECRET or JWT_SECRET_FILE (or JWT_JWKS_URL, JWT_PUBLIC_KEY): every replica must verify tokens with the same key, so none is generated.\n',
+    );
+    expect(readdirSync(result.cwd)).toEqual([]);
+  });
+
   it("signs with the server's secret file when it exists", () => {
     const dir = mkdtempSync(join(scratch, 'server-'));
     writeFileSync(join(dir, 'jwt-secret'), `${SECRET}\n`, { mode: 0o600 });
@@ -217,6 +227,26 @@ describe('keygate config', () => {
     );
     expect(result.stdout).not.toContain(SECRET);
     expect(lines).toHaveLength(Object.keys(SETTINGS).length);
+  });
+
+  it('with PostgreSQL, shows the URL without its password and says JWT_SECRET is required', () => {
+    const result = keygate(['config'], { DATABASE_URL: 'postgresql://keygate:hunter2@db:5432/keygate' });
+    expect(result.code).toBe(0);
+    const lines = result.stdout.trimEnd().split('\n');
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^DATABASE_URL=postgresql:\/\/keygate:\*\*\*@db:5432\/keygate +\(environment\)$/),
+    );
+    expect(lines).toContainEqual(
+      expect.stringMatching(
+        /^JWT_SECRET=<unset: required with PostgreSQL; set JWT_SECRET or JWT_SECRET_FILE> +\(default\)$/,
+      ),
+    );
+    expect(result.stdout).not.toContain('hunter2');
+  });
+
+  it('shows a SQLite path made absolute', () => {
+    const result = keygate(['config', '--database-url', 'here/keygate.db']);
+    expect(result.stdout).toContain(`DATABASE_URL=${join(result.cwd, 'here', 'keygate.db')} `);
   });
 
   it('says where the generated secret lives when JWT_SECRET is unset', () => {

@@ -4,7 +4,6 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { exportPKCS8, exportSPKI, generateKeyPair } from 'jose';
-import { resolveJwtSecret } from '../src/auth/jwt-secret';
 import {
   ConfigError,
   type DatabaseChoice,
@@ -13,6 +12,7 @@ import {
   parseDatabaseUrl,
   settingOfFlag,
 } from '../src/config';
+import { resolveJwtSecret } from '../src/jwt-secret';
 
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-config-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -202,6 +202,14 @@ describe('resolveJwtSecret', () => {
     const file = join(dir, 'sub', 'jwt-secret');
     expect(readFileSync(file, 'utf8').trim()).toBe(first);
     expect(statSync(file).mode & 0o777).toBe(0o600);
+  });
+
+  it('requires JWT_SECRET with PostgreSQL: replicas share no directory to keep a generated one in', () => {
+    const database = parseDatabaseUrl('postgres://keygate:hunter2@db/keygate');
+    expect(() => resolveJwtSecret({ jwtSecret: undefined, database })).toThrow(
+      /^With a PostgreSQL DATABASE_URL, set JWT_SECRET or JWT_SECRET_FILE/,
+    );
+    expect(resolveJwtSecret({ jwtSecret: 'x'.repeat(32), database })).toBe('x'.repeat(32));
   });
 
   it('refuses a secret file that is too short', () => {

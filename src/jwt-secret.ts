@@ -5,9 +5,9 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import type { Config, DatabaseChoice } from '../config';
-import { ConfigError } from '../config';
-import { DATA_DIRECTORY_MODE } from '../db/open';
+import type { Config, DatabaseChoice } from './config';
+import { ConfigError } from './config';
+import { DATA_DIRECTORY_MODE } from './db/open';
 
 export const JWT_SECRET_FILE = 'jwt-secret';
 
