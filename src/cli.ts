@@ -13,6 +13,7 @@ import {
   loadConfig,
   SETTINGS,
   type SettingName,
+  type SettingSpec,
   settingOfFlag,
 } from './config';
 import { purgeExpiredKeys } from './jobs/purge';
@@ -163,12 +164,17 @@ function describeParseError(error: unknown, command: Command): string {
   return `${message.split('\n')[0]} (see keygate ${command} --help).`;
 }
 
+/**
+ * Each setting on two lines: its name, flag and default, then what it is for, indented. One line each
+ * ran the columns together for the longest names and left no room for the text.
+ */
 function settingsHelp(): string {
   return (Object.keys(SETTINGS) as SettingName[])
     .map((name) => {
-      const fallback = SETTINGS[name].default;
+      const { default: fallback, help, defaultMeans }: SettingSpec = SETTINGS[name];
       const shown = fallback === undefined ? 'unset' : fallback === '' ? 'empty' : fallback;
-      return `  ${name.padEnd(24)}${flagOf(name).padEnd(26)}${SETTINGS[name].help} (default: ${shown})`;
+      const means = defaultMeans === undefined ? '' : `, ${defaultMeans}`;
+      return `  ${name}, ${flagOf(name)}  (default: ${shown}${means})\n      ${help}`;
     })
     .join('\n');
 }

@@ -60,13 +60,16 @@ export type Config = Readonly<{
   shutdownTimeoutSeconds: number;
 }>;
 
+/** A setting's default (undefined: unset), what it is for, and what that default means when not plain. */
+export type SettingSpec = Readonly<{ default: string | undefined; help: string; defaultMeans?: string }>;
+
 /** Every setting: its environment variable, its default, and what a bad value is told. */
 export const SETTINGS = {
   PORT: { default: '3000', help: 'TCP port to listen on (0 picks a free one)' },
   HOST: { default: '0.0.0.0', help: 'address to listen on' },
   DATABASE_URL: {
     default: './data/keygate.db',
-    help: 'SQLite file path, :memory:, or postgres://user:password@host:port/database',
+    help: 'a SQLite file path (relative to the working directory), :memory:, or postgres://user:password@host:port/database',
   },
   DATABASE_URL_FILE: {
     default: undefined,
@@ -75,7 +78,8 @@ export const SETTINGS = {
   DATABASE_POOL_SIZE: { default: '10', help: 'PostgreSQL connections per replica' },
   JWT_SECRET: {
     default: undefined,
-    help: 'HS256 secret, at least 32 bytes (unset: generated once in the data directory)',
+    help: 'HS256 secret, at least 32 bytes',
+    defaultMeans: 'generated once into jwt-secret beside the SQLite database; required with PostgreSQL',
   },
   JWT_SECRET_FILE: { default: undefined, help: 'a file holding JWT_SECRET (one trailing newline trimmed)' },
   JWT_JWKS_URL: {
@@ -86,24 +90,33 @@ export const SETTINGS = {
   JWT_PUBLIC_KEY_FILE: { default: undefined, help: 'a file holding JWT_PUBLIC_KEY' },
   JWT_ALGORITHMS: {
     default: undefined,
-    help: `with a JWKS or PEM key: allowed algorithms, a comma list (default ${DEFAULT_ASYMMETRIC_ALGORITHMS.join(',')})`,
+    help: 'with a JWKS or PEM key: the algorithms allowed, a comma list',
+    defaultMeans: `${DEFAULT_ASYMMETRIC_ALGORITHMS.join(',')}; with a PEM key, those of them it fits`,
   },
   JWT_CLOCK_TOLERANCE_SECONDS: {
     default: '0',
     help: 'seconds of clock skew allowed on exp, nbf and iat (0 to 300)',
   },
-  JWT_ISSUER: { default: undefined, help: 'when set, tokens must carry this iss' },
-  JWT_AUDIENCE: { default: undefined, help: 'when set, tokens must carry this aud' },
+  JWT_ISSUER: { default: undefined, help: 'when set, tokens must carry this iss', defaultMeans: 'any iss' },
+  JWT_AUDIENCE: { default: undefined, help: 'when set, tokens must carry this aud', defaultMeans: 'any aud' },
   BASE_PATH: { default: '', help: 'prefix for every path, e.g. /auth' },
   PURGE_INTERVAL_SECONDS: { default: '60', help: 'seconds between purges of expired keys' },
-  MAX_EXPIRES_IN_SECONDS: { default: '315360000', help: 'largest expiresIn accepted (default ten years)' },
+  MAX_EXPIRES_IN_SECONDS: {
+    default: '315360000',
+    help: 'largest expiresIn accepted, in seconds',
+    defaultMeans: 'ten years',
+  },
   MAX_KEYS_PER_USER: { default: '1000', help: 'live keys one user may hold' },
   KEY_CACHE_SECONDS: {
     default: '10',
     help: 'seconds a key is kept in memory (0 to 3600; 0 turns the cache off)',
   },
   LOG_LEVEL: { default: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
-  METRICS_PORT: { default: undefined, help: 'port of the Prometheus /metrics listener (unset: off)' },
+  METRICS_PORT: {
+    default: undefined,
+    help: 'port of the Prometheus /metrics listener',
+    defaultMeans: 'no listener, nothing counted',
+  },
   METRICS_HOST: { default: '127.0.0.1', help: 'address of the /metrics listener' },
   IDLE_TIMEOUT_SECONDS: {
     default: '75',
@@ -113,7 +126,7 @@ export const SETTINGS = {
     default: '8',
     help: 'seconds SIGTERM waits for requests in flight before closing their connections',
   },
-} as const;
+} as const satisfies Record<string, SettingSpec>;
 
 export type SettingName = keyof typeof SETTINGS;
 

@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pkg from '../package.json' with { type: 'json' };
-import { SETTINGS } from '../src/config';
+import { flagOf, SETTINGS, type SettingName } from '../src/config';
 
 const CLI = join(import.meta.dir, '..', 'src', 'cli.ts');
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-cli-'));
@@ -77,9 +77,26 @@ describe('help and version', () => {
     for (const command of ['serve', 'token', 'purge', 'migrate', 'healthcheck', 'config']) {
       expect(stdout).toContain(`\n  ${command} `);
     }
-    expect(stdout).toMatch(/PORT +--port +.*\(default: 3000\)/);
-    expect(stdout).toMatch(/LOG_LEVEL +--log-level +.*\(default: info\)/);
-    expect(stdout).toMatch(/METRICS_PORT +--metrics-port +.*\(default: unset\)/);
+    expect(stdout).toContain('\n  PORT, --port  (default: 3000)\n      TCP port to listen on');
+    expect(stdout).toContain('\n  LOG_LEVEL, --log-level  (default: info)\n');
+    expect(stdout).toContain(
+      '\n  METRICS_PORT, --metrics-port  (default: unset, no listener, nothing counted)\n',
+    );
+  });
+
+  it('keeps each setting, its flag and its default apart, and says each default once', () => {
+    const lines = keygate(['--help']).stdout.split('\n');
+    for (const name of Object.keys(SETTINGS) as SettingName[]) {
+      const line = lines.find((candidate) => candidate.startsWith(`  ${name}, `));
+      expect(line).toStartWith(`  ${name}, ${flagOf(name)}  (default: `);
+      const description = lines[lines.indexOf(line as string) + 1] as string;
+      expect(description).toMatch(/^ {6}\S/);
+      expect(`${line} ${description}`.match(/default/g)).toHaveLength(1);
+    }
+    for (const command of ['serve', 'token', 'purge']) {
+      const help = keygate([command, '--help']).stdout;
+      for (const line of help.split('\n')) expect(line.match(/default/g)?.length ?? 0).toBeLessThanOrEqual(1);
+    }
   });
 
   it('--version names the version, the commit ("unknown" from source) and Bun', () => {
