@@ -1,7 +1,8 @@
 #!/usr/bin/env bun
-// The one entry point: argv → serve | token | purge | migrate | healthcheck | config. The only place
+// The one entry point: argv → serve | token | purge | migrate | backup | healthcheck | config. The only place
 // that exits. Flags are read by node:util's parseArgs, strictly, per command.
 import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createJwtAuthority } from './auth/jwt';
 import { systemClock } from './clock';
@@ -16,18 +17,21 @@ import {
   type SettingSpec,
   settingOfFlag,
 } from './config';
+import { backupDatabase } from './db/backup';
 import { purgeExpiredKeys } from './jobs/purge';
 import { generatedSecretPath, resolveJwtSecret, SECRET_REQUIRED_WITH_POSTGRES } from './jwt-secret';
-import { openStore } from './keygate';
+import { type OpenedStore, openStore } from './keygate';
 import { createLogger } from './log';
 import { type RunningServer, serve } from './serve';
 import { COMMIT, VERSION } from './version';
 
-type Command = 'serve' | 'token' | 'purge' | 'migrate' | 'healthcheck' | 'config';
+type Command = 'serve' | 'token' | 'purge' | 'migrate' | 'backup' | 'healthcheck' | 'config';
 
 type CommandSpec = {
   summary: string;
   usage: string;
+  /** The one word it takes besides flags, if any (backup's FILE). */
+  argument?: string;
   /** The command's own flags (beside the settings), with their help and default. */
   options?: Record<string, { help: string; default?: string }>;
   examples: string[];
@@ -66,6 +70,14 @@ const COMMANDS: Record<Command, CommandSpec> = {
     usage: 'keygate migrate [--database-url PATH]',
     examples: ['keygate migrate --database-url /var/lib/keygate/keygate.db'],
   },
+  backup: {
+    summary: 'copy the SQLite database to a new file, consistently, even while it serves',
+    usage: 'keygate backup FILE [--database-url PATH]',
+    argument: 'FILE',
+    examples: [
+      'keygate backup /var/backups/keygate-$(date +%F).db --database-url /var/lib/keygate/keygate.db',
+    ],
+  },
   healthcheck: {
     summary: "exit 0 when GET /health answers 200 (for Docker's HEALTHCHECK)",
     usage: 'keygate healthcheck [--port N] [--host H] [--base-path P]',
@@ -84,7 +96,12 @@ const EXIT_USAGE = 2;
 class UsageError extends Error {}
 
 type Parsed =
-  | { command: Command; settings: Partial<Record<SettingName, string>>; options: Record<string, string> }
+  | {
+      command: Command;
+      settings: Partial<Record<SettingName, string>>;
+      options: Record<string, string>;
+      argument: string | undefined;
+    }
   | { help: Command | undefined }
   | { version: true };
 
@@ -127,12 +144,18 @@ function parseCommandLine(argv: string[]): Parsed {
   }
   if (values.help) return { help: named ? command : undefined };
   if (values.version) return { version: true };
+  const argument = spec.argument === undefined ? undefined : positionals.shift();
+  if (spec.argument !== undefined && argument === undefined) {
+    throw new UsageError(`keygate ${command} needs ${spec.argument} (see keygate ${command} --help).`);
+  }
   if (positionals.length > 0) {
     const extra = positionals[0] as string;
     throw new UsageError(
       COMMAND_NAMES.includes(extra as Command)
         ? `one command at a time: "${extra}" after "keygate ${command}" is not a flag (see keygate ${command} --help).`
-        : `keygate ${command} takes no arguments, only flags; got "${extra}" (see keygate ${command} --help).`,
+        : spec.argument === undefined
+          ? `keygate ${command} takes no arguments, only flags; got "${extra}" (see keygate ${command} --help).`
+          : `keygate ${command} takes one ${spec.argument}; got "${extra}" as well (see keygate ${command} --help).`,
     );
   }
   const settings: Partial<Record<SettingName, string>> = {};
@@ -143,7 +166,7 @@ function parseCommandLine(argv: string[]): Parsed {
     if (setting) settings[setting] = value;
     else options[name] = value;
   }
-  return { command, settings, options };
+  return { command, settings, options, argument };
 }
 
 function commandNamed(name: string | undefined): Command | undefined {
@@ -223,17 +246,19 @@ async function run(argv: string[]): Promise<number> {
       return print(await mintToken(config, parsed.options));
     case 'purge': {
       existingDatabase(config, 'purge');
-      const { store } = await openStore(config, { serving: false });
+      const { store } = await openForCommand(config);
       const removed = await purgeExpiredKeys(store, systemClock);
       await store.close();
       return print(`purged ${removed} expired keys`);
     }
     case 'migrate': {
-      const { store, database, appliedMigrations } = await openStore(config, { serving: false });
+      const { store, database, appliedMigrations } = await openForCommand(config);
       const applied = await appliedMigrations();
       await store.close();
       return print(`database ${database} is at migration ${applied}`);
     }
+    case 'backup':
+      return print(backup(config, parsed.argument as string));
     case 'healthcheck':
       return healthcheck(config);
     case 'config':
@@ -260,9 +285,46 @@ function existingDatabase({ database }: Config, command: Command): void {
   }
 }
 
+/** The database of a one-shot command; a failure to open it names it (without a password). */
+async function openForCommand(config: Config): Promise<OpenedStore> {
+  try {
+    return await openStore(config, { serving: false });
+  } catch (error) {
+    throw new StartupError(
+      `cannot open database ${databaseShown(config.database)}: ${(error as Error).message}`,
+    );
+  }
+}
+
 /** The database for messages: the SQLite file's absolute path, or the URL without its password. */
 function databaseShown(database: DatabaseChoice): string {
   return database.engine === 'postgres' ? database.redacted : database.path;
+}
+
+/** `keygate backup FILE`: SQLite only; PostgreSQL has its own tools, which know its replicas and roles. */
+function backup(config: Config, file: string): string {
+  const { database } = config;
+  if (database.engine === 'postgres') {
+    throw new UsageError(
+      'keygate backup copies a SQLite database; back up PostgreSQL with pg_dump (pg_dump -Fc -f keygate.dump DATABASE_URL) and restore with pg_restore.',
+    );
+  }
+  if (database.path === ':memory:') {
+    throw new UsageError('DATABASE_URL is :memory:, which keeps nothing to back up.');
+  }
+  existingDatabase(config, 'backup');
+  const target = resolve(file);
+  try {
+    backupDatabase(database.path, target);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
+      throw new UsageError(
+        `${target} already exists; keygate backup writes a new file and never replaces one.`,
+      );
+    }
+    throw new StartupError(`cannot back up ${database.path} to ${target}: ${(error as Error).message}`);
+  }
+  return `backed up ${database.path} to ${target}`;
 }
 
 /** `keygate config`: every setting's effective value and its source; secrets are never printed. */

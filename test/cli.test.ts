@@ -41,7 +41,7 @@ describe('usage mistakes (exit 2, named plainly)', () => {
     ],
     [
       ['frobnicate'],
-      'keygate: unknown command "frobnicate"; the commands are serve, token, purge, migrate, healthcheck, config (see keygate --help).\n',
+      'keygate: unknown command "frobnicate"; the commands are serve, token, purge, migrate, backup, healthcheck, config (see keygate --help).\n',
     ],
     [['token', '--sub'], 'keygate: --sub needs a value, as in --sub VALUE or --sub=VALUE.\n'],
     [['token', '--sub', '--level', '3'], 'keygate: --sub needs a value, as in --sub VALUE or --sub=VALUE.\n'],
@@ -74,7 +74,7 @@ describe('help and version', () => {
   it('the global help lists every command and every setting with its default', () => {
     const { stdout, code } = keygate(['--help']);
     expect(code).toBe(0);
-    for (const command of ['serve', 'token', 'purge', 'migrate', 'healthcheck', 'config']) {
+    for (const command of ['serve', 'token', 'purge', 'migrate', 'backup', 'healthcheck', 'config']) {
       expect(stdout).toContain(`\n  ${command} `);
     }
     expect(stdout).toContain('\n  PORT, --port  (default: 3000)\n      TCP port to listen on');
