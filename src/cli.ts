@@ -329,11 +329,25 @@ function backup(config: Config, file: string): string {
 
 /** `keygate config`: every setting's effective value and its source; secrets are never printed. */
 function effectiveSettings(config: Config, flags: Partial<Record<SettingName, string>>): string {
+  const given = (name: string) => flags[name as SettingName] ?? (process.env[name] || undefined);
   const rows = (Object.keys(SETTINGS) as SettingName[]).map((name) => {
-    const source = flags[name] !== undefined ? 'flag' : process.env[name] ? 'environment' : 'default';
+    // A setting read from the file its <NAME>_FILE twin names is credited to that twin.
+    const twin = `${name}_FILE`;
+    const source =
+      flags[name] !== undefined
+        ? 'flag'
+        : process.env[name]
+          ? 'environment'
+          : twin in SETTINGS && given(twin) !== undefined
+            ? `read from ${twin}`
+            : 'default';
     const key = name.toLowerCase().replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase());
-    const value =
-      name === 'DATABASE_URL' ? databaseShown(config.database) : (config as Record<string, unknown>)[key];
+    // A *_FILE setting is a path, shown as given; the value read from it is shown (masked) on its twin.
+    const value = name.endsWith('_FILE')
+      ? given(name)
+      : name === 'DATABASE_URL'
+        ? databaseShown(config.database)
+        : (config as Record<string, unknown>)[key];
     return { setting: `${name}=${shownValue(name, value, config)}`, source };
   });
   const width = Math.max(...rows.map((row) => row.setting.length));
@@ -350,8 +364,9 @@ function shownValue(name: SettingName, value: unknown, config: Config): string {
     if (file === undefined) return '<unset: required with PostgreSQL; set JWT_SECRET or JWT_SECRET_FILE>';
     return `<unset: the server uses ${file}${existsSync(file) ? '' : ', not created yet'}>`;
   }
-  // DATABASE_URL_FILE names a file; the URL it holds is shown, without its password, as DATABASE_URL.
-  if (/SECRET|PASSWORD|TOKEN/.test(name) && value !== undefined) return '<set, not shown>';
+  if (/SECRET|PASSWORD|TOKEN/.test(name) && !name.endsWith('_FILE') && value !== undefined) {
+    return '<set, not shown>';
+  }
   return value === undefined ? '' : String(value);
 }
 

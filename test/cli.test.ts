@@ -261,6 +261,32 @@ describe('keygate config', () => {
     expect(result.stdout).not.toContain('hunter2');
   });
 
+  it('credits a value read from a *_FILE setting to that setting, and shows the file, not its contents', () => {
+    const dir = mkdtempSync(join(scratch, 'files-'));
+    writeFileSync(join(dir, 'url'), 'postgres://keygate:hunter2@db/keygate\n');
+    writeFileSync(join(dir, 'secret'), `${SECRET}\n`);
+    const result = keygate(['config', '--jwt-secret-file', join(dir, 'secret')], {
+      DATABASE_URL_FILE: join(dir, 'url'),
+    });
+    const lines = result.stdout.trimEnd().split('\n');
+    expect(lines).toContainEqual(
+      expect.stringMatching(
+        /^DATABASE_URL=postgres:\/\/keygate:\*\*\*@db\/keygate +\(read from DATABASE_URL_FILE\)$/,
+      ),
+    );
+    expect(lines).toContainEqual(
+      expect.stringMatching(new RegExp(`^DATABASE_URL_FILE=${join(dir, 'url')} +\\(environment\\)$`)),
+    );
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^JWT_SECRET=<set, \d+ bytes, not shown> +\(read from JWT_SECRET_FILE\)$/),
+    );
+    expect(lines).toContainEqual(
+      expect.stringMatching(new RegExp(`^JWT_SECRET_FILE=${join(dir, 'secret')} +\\(flag\\)$`)),
+    );
+    expect(result.stdout).not.toContain('hunter2');
+    expect(result.stdout).not.toContain(SECRET);
+  });
+
   it('shows a SQLite path made absolute', () => {
     const result = keygate(['config', '--database-url', 'here/keygate.db']);
     expect(result.stdout).toContain(`DATABASE_URL=${join(result.cwd, 'here', 'keygate.db')} `);
