@@ -22,10 +22,15 @@ export class ConfigError extends Error {
  * the working directory at start, so every message and log line names the file actually opened.
  */
 export type DatabaseChoice =
-  | Readonly<{ engine: 'sqlite' /** absolute, or `:memory:` */; path: string }>
+  | Readonly<{
+      engine: 'sqlite';
+      /** Absolute, or `:memory:`. */
+      path: string;
+    }>
   | Readonly<{
       engine: 'postgres';
-      url: string /** the URL without its password, for messages */;
+      url: string;
+      /** The URL without its password, for messages and log lines. */
       redacted: string;
     }>;
 
