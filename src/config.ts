@@ -311,6 +311,11 @@ export function parseDatabaseUrl(value: string, workingDirectory = process.cwd()
   });
 }
 
+/** The SQLite database's file; undefined for `:memory:` and for PostgreSQL, which keep no file here. */
+export function sqliteFile(database: DatabaseChoice): string | undefined {
+  return database.engine === 'sqlite' && database.path !== ':memory:' ? database.path : undefined;
+}
+
 /** The URL with its password (in the authority or a `password` parameter) replaced by `***`. */
 function withoutPassword(value: string): string {
   let url: URL;

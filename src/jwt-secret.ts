@@ -5,8 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import type { Config, DatabaseChoice } from './config';
-import { ConfigError } from './config';
+import { type Config, ConfigError, type DatabaseChoice, sqliteFile } from './config';
 import { DATA_DIRECTORY_MODE } from './db/open';
 
 export const JWT_SECRET_FILE = 'jwt-secret';
@@ -17,8 +16,8 @@ export const SECRET_REQUIRED_WITH_POSTGRES =
 /** The generated secret's file: beside the SQLite database (`./data` for `:memory:`); none on PostgreSQL. */
 export function generatedSecretPath(database: DatabaseChoice): string | undefined {
   if (database.engine === 'postgres') return undefined;
-  const directory = database.path === ':memory:' ? resolve('data') : dirname(database.path);
-  return join(directory, JWT_SECRET_FILE);
+  const file = sqliteFile(database);
+  return join(file === undefined ? resolve('data') : dirname(file), JWT_SECRET_FILE);
 }
 
 export function resolveJwtSecret(config: Pick<Config, 'jwtSecret' | 'database'>): string {

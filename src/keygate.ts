@@ -11,7 +11,7 @@ import { createJwtAuthority, type JwtKeySource } from './auth/jwt';
 import type { AsymmetricAlgorithm } from './auth/jwt-keys';
 import { createVerifier } from './auth/verification';
 import { type Clock, systemClock } from './clock';
-import type { Config } from './config';
+import { type Config, sqliteFile } from './config';
 import type { CommitBatch } from './db/group-commit';
 import { appliedMigrationCount, openDatabase } from './db/open';
 import { appliedPostgresMigrationCount, openPostgres } from './db/postgres/open';
@@ -72,7 +72,7 @@ export async function openStore(
   }
   const db = openDatabase(database.path);
   const backgroundCheckpoints =
-    serving && database.path !== ':memory:'
+    serving && sqliteFile(database) !== undefined
       ? { onFailure: (reason: string) => logger?.warn('wal checkpoints back on the event loop', { reason }) }
       : undefined;
   return {

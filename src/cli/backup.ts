@@ -1,6 +1,6 @@
 // `keygate backup FILE`: a copy of the SQLite database made while it serves; PostgreSQL has pg_dump.
 import { resolve } from 'node:path';
-import type { Config } from '../config';
+import { type Config, sqliteFile } from '../config';
 import { backupDatabase } from '../db/backup';
 import { existingDatabase } from './database';
 import { StartupError, UsageError } from './errors';
@@ -13,20 +13,21 @@ export function backup(config: Config, file: string): string {
       'keygate backup copies a SQLite database; back up PostgreSQL with pg_dump (pg_dump -Fc -f keygate.dump DATABASE_URL) and restore with pg_restore.',
     );
   }
-  if (database.path === ':memory:') {
+  const source = sqliteFile(database);
+  if (source === undefined) {
     throw new UsageError('DATABASE_URL is :memory:, which keeps nothing to back up.');
   }
   existingDatabase(config, 'backup');
   const target = resolve(file);
   try {
-    backupDatabase(database.path, target);
+    backupDatabase(source, target);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST') {
       throw new UsageError(
         `${target} already exists; keygate backup writes a new file and never replaces one.`,
       );
     }
-    throw new StartupError(`cannot back up ${database.path} to ${target}: ${(error as Error).message}`);
+    throw new StartupError(`cannot back up ${source} to ${target}: ${(error as Error).message}`);
   }
-  return `backed up ${database.path} to ${target}`;
+  return `backed up ${source} to ${target}`;
 }

@@ -1,16 +1,17 @@
 // The database as the one-shot commands meet it: named in messages without a password, required to
 // exist where a mistyped path would otherwise create one, and a failure to open it said plainly.
 import { existsSync } from 'node:fs';
-import type { Config, DatabaseChoice } from '../config';
+import { type Config, type DatabaseChoice, sqliteFile } from '../config';
 import { type OpenedStore, openStore } from '../keygate';
 import type { Command } from './commands';
 import { StartupError, UsageError } from './errors';
 
 /** Only `serve` and `migrate` may create a SQLite file: elsewhere a mistyped path is an error. */
 export function existingDatabase({ database }: Config, command: Command): void {
-  if (database.engine === 'sqlite' && database.path !== ':memory:' && !existsSync(database.path)) {
+  const file = sqliteFile(database);
+  if (file !== undefined && !existsSync(file)) {
     throw new UsageError(
-      `the database ${database.path} does not exist; keygate ${command} uses an existing one ` +
+      `the database ${file} does not exist; keygate ${command} uses an existing one ` +
         '(keygate serve or keygate migrate creates it). Check DATABASE_URL or --database-url.',
     );
   }
