@@ -3,6 +3,7 @@
 // CLI turns it into exit code 2.
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { isAbsolute, resolve } from 'node:path';
 import {
   type AsymmetricAlgorithm,
   algorithmsForPublicKey,
@@ -16,13 +17,30 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/**
+ * DATABASE_URL, read once: the engine and where its data lives. A SQLite path is made absolute against
+ * the working directory at start, so every message and log line names the file actually opened.
+ */
+export type DatabaseChoice =
+  | Readonly<{
+      engine: 'sqlite';
+      /** Absolute, or `:memory:`. */
+      path: string;
+    }>
+  | Readonly<{
+      engine: 'postgres';
+      url: string;
+      /** The URL without its password, for messages and log lines. */
+      redacted: string;
+    }>;
+
 export type Config = Readonly<{
   port: number;
   host: string;
-  databaseUrl: string;
+  database: DatabaseChoice;
   /** PostgreSQL only: connections in this replica's pool. */
   databasePoolSize: number;
-  /** Unset: a random secret is created once in the data directory (see auth/jwt-secret.ts). */
+  /** Unset: a random secret is created once in the data directory (see jwt-secret.ts). */
   jwtSecret: string | undefined;
   /** Where token keys come from: the HS256 secret, an identity provider's JWKS, or one PEM key. */
   jwtKeySource: 'secret' | 'jwks' | 'public-key';
@@ -47,13 +65,16 @@ export type Config = Readonly<{
   shutdownTimeoutSeconds: number;
 }>;
 
+/** A setting's default (undefined: unset), what it is for, and what that default means when not plain. */
+export type SettingSpec = Readonly<{ default: string | undefined; help: string; defaultMeans?: string }>;
+
 /** Every setting: its environment variable, its default, and what a bad value is told. */
 export const SETTINGS = {
   PORT: { default: '3000', help: 'TCP port to listen on (0 picks a free one)' },
   HOST: { default: '0.0.0.0', help: 'address to listen on' },
   DATABASE_URL: {
     default: './data/keygate.db',
-    help: 'SQLite file path, :memory:, or postgres://user:password@host:port/database',
+    help: 'a SQLite file path (relative to the working directory), :memory:, or postgres://user:password@host:port/database',
   },
   DATABASE_URL_FILE: {
     default: undefined,
@@ -62,7 +83,8 @@ export const SETTINGS = {
   DATABASE_POOL_SIZE: { default: '10', help: 'PostgreSQL connections per replica' },
   JWT_SECRET: {
     default: undefined,
-    help: 'HS256 secret, at least 32 bytes (unset: generated once in the data directory)',
+    help: 'HS256 secret, at least 32 bytes',
+    defaultMeans: 'generated once into jwt-secret beside the SQLite database; required with PostgreSQL',
   },
   JWT_SECRET_FILE: { default: undefined, help: 'a file holding JWT_SECRET (one trailing newline trimmed)' },
   JWT_JWKS_URL: {
@@ -73,24 +95,33 @@ export const SETTINGS = {
   JWT_PUBLIC_KEY_FILE: { default: undefined, help: 'a file holding JWT_PUBLIC_KEY' },
   JWT_ALGORITHMS: {
     default: undefined,
-    help: `with a JWKS or PEM key: allowed algorithms, a comma list (default ${DEFAULT_ASYMMETRIC_ALGORITHMS.join(',')})`,
+    help: 'with a JWKS or PEM key: the algorithms allowed, a comma list',
+    defaultMeans: `${DEFAULT_ASYMMETRIC_ALGORITHMS.join(',')}; with a PEM key, those of them it fits`,
   },
   JWT_CLOCK_TOLERANCE_SECONDS: {
     default: '0',
     help: 'seconds of clock skew allowed on exp, nbf and iat (0 to 300)',
   },
-  JWT_ISSUER: { default: undefined, help: 'when set, tokens must carry this iss' },
-  JWT_AUDIENCE: { default: undefined, help: 'when set, tokens must carry this aud' },
+  JWT_ISSUER: { default: undefined, help: 'when set, tokens must carry this iss', defaultMeans: 'any iss' },
+  JWT_AUDIENCE: { default: undefined, help: 'when set, tokens must carry this aud', defaultMeans: 'any aud' },
   BASE_PATH: { default: '', help: 'prefix for every path, e.g. /auth' },
   PURGE_INTERVAL_SECONDS: { default: '60', help: 'seconds between purges of expired keys' },
-  MAX_EXPIRES_IN_SECONDS: { default: '315360000', help: 'largest expiresIn accepted (default ten years)' },
+  MAX_EXPIRES_IN_SECONDS: {
+    default: '315360000',
+    help: 'largest expiresIn accepted, in seconds',
+    defaultMeans: 'ten years',
+  },
   MAX_KEYS_PER_USER: { default: '1000', help: 'live keys one user may hold' },
   KEY_CACHE_SECONDS: {
     default: '10',
     help: 'seconds a key is kept in memory (0 to 3600; 0 turns the cache off)',
   },
   LOG_LEVEL: { default: 'info', help: `one of ${LOG_LEVELS.join(', ')}` },
-  METRICS_PORT: { default: undefined, help: 'port of the Prometheus /metrics listener (unset: off)' },
+  METRICS_PORT: {
+    default: undefined,
+    help: 'port of the Prometheus /metrics listener',
+    defaultMeans: 'no listener, nothing counted',
+  },
   METRICS_HOST: { default: '127.0.0.1', help: 'address of the /metrics listener' },
   IDLE_TIMEOUT_SECONDS: {
     default: '75',
@@ -100,7 +131,7 @@ export const SETTINGS = {
     default: '8',
     help: 'seconds SIGTERM waits for requests in flight before closing their connections',
   },
-} as const;
+} as const satisfies Record<string, SettingSpec>;
 
 export type SettingName = keyof typeof SETTINGS;
 
@@ -188,7 +219,7 @@ function buildConfig(
   return Object.freeze({
     port: integer('PORT', raw('PORT'), 0, 65535),
     host: listenHost(raw('HOST')),
-    databaseUrl: nonEmpty('DATABASE_URL', rawOrFile('DATABASE_URL', 'DATABASE_URL_FILE')),
+    database: parseDatabaseUrl(nonEmpty('DATABASE_URL', rawOrFile('DATABASE_URL', 'DATABASE_URL_FILE'))),
     databasePoolSize: integer('DATABASE_POOL_SIZE', raw('DATABASE_POOL_SIZE'), 1, 1000),
     jwtSecret,
     jwtKeySource: jwtJwksUrl !== undefined ? 'jwks' : jwtPublicKey !== undefined ? 'public-key' : 'secret',
@@ -247,6 +278,59 @@ function fileContents(name: SettingName, path: string): string {
     throw new ConfigError(`${name}: cannot read ${path} (${code}).`);
   }
   return text.replace(/\r?\n$/, '');
+}
+
+const URL_SCHEME = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//;
+
+/**
+ * `postgres://` or `postgresql://` is PostgreSQL; a path or `:memory:` is SQLite. Any other `scheme://`
+ * (mysql://, pg://, http://) is refused rather than taken for a directory named after the scheme, and
+ * so are `sqlite:` and `file:` prefixes, which would otherwise name a file called `sqlite:…`. A
+ * refusal names only the scheme: the rest of a URL may hold a password.
+ */
+export function parseDatabaseUrl(value: string, workingDirectory = process.cwd()): DatabaseChoice {
+  const scheme = URL_SCHEME.exec(value)?.[1]?.toLowerCase();
+  if (scheme === 'postgres' || scheme === 'postgresql') {
+    return Object.freeze({ engine: 'postgres', url: value, redacted: withoutPassword(value) });
+  }
+  if (scheme !== undefined) {
+    throw new ConfigError(
+      `DATABASE_URL must be a SQLite file path, :memory:, or a postgres:// or postgresql:// URL (got a ${scheme}:// URL).`,
+    );
+  }
+  const prefix = /^(sqlite|file):/i.exec(value)?.[1];
+  if (prefix !== undefined) {
+    throw new ConfigError(
+      `DATABASE_URL takes a SQLite database as a plain file path, without "${prefix}:" (e.g. /var/lib/keygate/keygate.db).`,
+    );
+  }
+  if (value === ':memory:') return Object.freeze({ engine: 'sqlite', path: value });
+  return Object.freeze({
+    engine: 'sqlite',
+    path: isAbsolute(value) ? resolve(value) : resolve(workingDirectory, value),
+  });
+}
+
+/** The SQLite database's file; undefined for `:memory:` and for PostgreSQL, which keep no file here. */
+export function sqliteFile(database: DatabaseChoice): string | undefined {
+  return database.engine === 'sqlite' && database.path !== ':memory:' ? database.path : undefined;
+}
+
+/** The URL with its password (in the authority or a `password` parameter) replaced by `***`. */
+function withoutPassword(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(
+      'DATABASE_URL is a PostgreSQL URL that cannot be parsed (percent-encode any @, :, / or # in the user name or password).',
+    );
+  }
+  if (url.password !== '') url.password = '***';
+  for (const name of [...url.searchParams.keys()]) {
+    if (/password/i.test(name)) url.searchParams.set(name, '***');
+  }
+  return url.href;
 }
 
 function jwksUrl(value: string): string {

@@ -1,6 +1,7 @@
 // Builds one keygate from a Config: database, store, service, JWT authority and HTTP handler.
 // The server, the CLI and the tests all assemble it here, so they run the same parts. This is the one
-// place that reads DATABASE_URL and picks the engine; nothing below the store knows which runs.
+// place that picks the store for the engine DATABASE_URL names (config.ts parses it); nothing below
+// the store knows which runs.
 import type { Database } from 'bun:sqlite';
 import { createKeyCache } from './apikeys/key-cache';
 import { createApiKeyService } from './apikeys/service';
@@ -8,10 +9,10 @@ import type { ApiKeyStore } from './apikeys/store';
 import { createApp } from './app';
 import { createJwtAuthority, type JwtKeySource } from './auth/jwt';
 import type { AsymmetricAlgorithm } from './auth/jwt-keys';
-import type { Config } from './config';
+import { type Config, sqliteFile } from './config';
 import { type Clock, systemClock } from './core/clock';
 import type { Logger } from './core/log';
-import { appliedPostgresMigrationCount, isPostgresUrl, openPostgres, redactedUrl } from './db/postgres/open';
+import { appliedPostgresMigrationCount, openPostgres } from './db/postgres/open';
 import { createPostgresApiKeyStore } from './db/postgres/store';
 import type { CommitBatch } from './db/sqlite/group-commit';
 import { appliedMigrationCount, openDatabase } from './db/sqlite/open';
@@ -25,7 +26,7 @@ export type Engine = 'sqlite' | 'postgres';
 export type OpenedStore = {
   engine: Engine;
   store: ApiKeyStore;
-  /** DATABASE_URL without a password, for log lines. */
+  /** The SQLite file's absolute path (or `:memory:`), or the PostgreSQL URL without its password. */
   database: string;
   /** How many migrations the database has applied. */
   appliedMigrations(): Promise<number>;
@@ -40,7 +41,7 @@ export type OpenedStore = {
 
 /** Opens the database DATABASE_URL names (migrating it first) and its store. */
 export async function openStore(
-  config: Pick<Config, 'databaseUrl' | 'databasePoolSize'>,
+  config: Pick<Config, 'database' | 'databasePoolSize'>,
   {
     serving = true,
     onCommit,
@@ -60,26 +61,27 @@ export async function openStore(
     logger?: Logger;
   } = {},
 ): Promise<OpenedStore> {
-  if (isPostgresUrl(config.databaseUrl)) {
-    const db = await openPostgres(config.databaseUrl, config.databasePoolSize);
+  const { database } = config;
+  if (database.engine === 'postgres') {
+    const db = await openPostgres(database.url, config.databasePoolSize);
     return {
       engine: 'postgres',
       store: await createPostgresApiKeyStore(db, { listen: serving, logger, onWrite }),
-      database: redactedUrl(config.databaseUrl),
+      database: database.redacted,
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       rawQuery: (query, params = []) => db.$client.unsafe(query, params as never[]),
       sqlite: undefined,
     };
   }
-  const db = openDatabase(config.databaseUrl);
+  const db = openDatabase(database.path);
   const backgroundCheckpoints =
-    serving && config.databaseUrl !== ':memory:'
+    serving && sqliteFile(database) !== undefined
       ? { onFailure: (reason: string) => logger?.warn('wal checkpoints back on the event loop', { reason }) }
       : undefined;
   return {
     engine: 'sqlite',
     store: createSqliteApiKeyStore(db, { onCommit, backgroundCheckpoints }),
-    database: config.databaseUrl,
+    database: database.path,
     appliedMigrations: async () => appliedMigrationCount(db),
     // bun:sqlite numbers its parameters ?1, ?2…
     rawQuery: async (query, params = []) =>
@@ -101,7 +103,7 @@ export async function createKeygate(
     clock = systemClock,
     advertiseKeepAlive = false,
   }: {
-    /** The HS256 secret (see auth/jwt-secret.ts); unused when tokens come from an identity provider. */
+    /** The HS256 secret (see jwt-secret.ts); unused when tokens come from an identity provider. */
     jwtSecret?: string;
     logger: Logger;
     clock?: Clock;
@@ -118,7 +120,7 @@ export async function createKeygate(
       ? undefined
       : (await import('./metrics/metrics')).createMetrics({
           version: VERSION,
-          engine: isPostgresUrl(config.databaseUrl) ? 'postgres' : 'sqlite',
+          engine: config.database.engine,
           databaseUp: async () => (opened ? await opened.store.ping() : false),
         });
   opened = await openStore(config, {
@@ -184,6 +186,6 @@ function jwtKeySource(config: Config, jwtSecret: string | undefined): JwtKeySour
   if (config.jwtKeySource === 'public-key' && config.jwtPublicKey !== undefined) {
     return { publicKey: config.jwtPublicKey, algorithms };
   }
-  if (jwtSecret === undefined) throw new Error('keygate needs its JWT secret (auth/jwt-secret.ts)');
+  if (jwtSecret === undefined) throw new Error('keygate needs its JWT secret (jwt-secret.ts)');
   return { secret: jwtSecret };
 }

@@ -44,7 +44,8 @@ describe('dist/keygate', () => {
     });
     const reader = (server.stdout as ReadableStream<Uint8Array>).getReader();
     const startLine = await readStartLine(reader);
-    expect(startLine).toMatchObject({ msg: 'listening', database: './data/keygate.db' });
+    // The start-up line names the file opened, made absolute.
+    expect(startLine).toMatchObject({ msg: 'listening', database: join(cwd, 'data', 'keygate.db') });
     expect(startLine.metrics).toStartWith('http://127.0.0.1:');
     const base = startLine.url.replace(/\/$/, '');
 
@@ -235,6 +236,23 @@ describe('dist/keygate', () => {
     expect(result.code).toBe(2);
     expect(result.stderr.split('\n')).toHaveLength(1);
     expect(await Bun.file(file).text()).toBe(before);
+  });
+
+  it('reads no .env file and no bunfig.toml from its working directory', async () => {
+    const cwd = emptyDir('dotenv');
+    await Bun.write(join(cwd, '.env'), 'PORT=4321\nJWT_SECRET=from-a-dotenv-file-at-least-32-bytes\n');
+    await Bun.write(join(cwd, '.env.local'), 'LOG_LEVEL=debug\n');
+    await Bun.write(join(cwd, '.env.production'), 'HOST=127.0.0.1\n');
+    await Bun.write(join(cwd, 'bunfig.toml'), 'preload = ["./preload.ts"]\n');
+    await Bun.write(join(cwd, 'preload.ts'), `await Bun.write(${JSON.stringify(join(cwd, 'ran'))}, 'x');\n`);
+    const result = run(['config'], cwd, { NODE_ENV: 'production' });
+    expect(result.code).toBe(0);
+    const lines = result.stdout.split('\n');
+    expect(lines).toContainEqual(expect.stringMatching(/^PORT=3000 +\(default\)$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^HOST=0\.0\.0\.0 +\(default\)$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^LOG_LEVEL=info +\(default\)$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^JWT_SECRET=<unset: /));
+    expect(existsSync(join(cwd, 'ran'))).toBe(false);
   });
 
   it('purges and migrates by hand', () => {

@@ -2,11 +2,11 @@
 // flags and stray words named as such, every bad setting at once, listen failures said plainly,
 // `token` that never invents a secret, `purge` that never creates a database, and `config`.
 import { afterAll, describe, expect, it } from 'bun:test';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pkg from '../package.json' with { type: 'json' };
-import { SETTINGS } from '../src/config';
+import { flagOf, SETTINGS, type SettingName } from '../src/config';
 
 const CLI = join(import.meta.dir, '..', 'src', 'cli.ts');
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-cli-'));
@@ -41,7 +41,7 @@ describe('usage mistakes (exit 2, named plainly)', () => {
     ],
     [
       ['frobnicate'],
-      'keygate: unknown command "frobnicate"; the commands are serve, token, purge, migrate, healthcheck, config (see keygate --help).\n',
+      'keygate: unknown command "frobnicate"; the commands are serve, token, purge, migrate, backup, healthcheck, config (see keygate --help).\n',
     ],
     [['token', '--sub'], 'keygate: --sub needs a value, as in --sub VALUE or --sub=VALUE.\n'],
     [['token', '--sub', '--level', '3'], 'keygate: --sub needs a value, as in --sub VALUE or --sub=VALUE.\n'],
@@ -74,12 +74,29 @@ describe('help and version', () => {
   it('the global help lists every command and every setting with its default', () => {
     const { stdout, code } = keygate(['--help']);
     expect(code).toBe(0);
-    for (const command of ['serve', 'token', 'purge', 'migrate', 'healthcheck', 'config']) {
+    for (const command of ['serve', 'token', 'purge', 'migrate', 'backup', 'healthcheck', 'config']) {
       expect(stdout).toContain(`\n  ${command} `);
     }
-    expect(stdout).toMatch(/PORT +--port +.*\(default: 3000\)/);
-    expect(stdout).toMatch(/LOG_LEVEL +--log-level +.*\(default: info\)/);
-    expect(stdout).toMatch(/METRICS_PORT +--metrics-port +.*\(default: unset\)/);
+    expect(stdout).toContain('\n  PORT, --port  (default: 3000)\n      TCP port to listen on');
+    expect(stdout).toContain('\n  LOG_LEVEL, --log-level  (default: info)\n');
+    expect(stdout).toContain(
+      '\n  METRICS_PORT, --metrics-port  (default: unset, no listener, nothing counted)\n',
+    );
+  });
+
+  it('keeps each setting, its flag and its default apart, and says each default once', () => {
+    const lines = keygate(['--help']).stdout.split('\n');
+    for (const name of Object.keys(SETTINGS) as SettingName[]) {
+      const line = lines.find((candidate) => candidate.startsWith(`  ${name}, `));
+      expect(line).toStartWith(`  ${name}, ${flagOf(name)}  (default: `);
+      const description = lines[lines.indexOf(line as string) + 1] as string;
+      expect(description).toMatch(/^ {6}\S/);
+      expect(`${line} ${description}`.match(/default/g)).toHaveLength(1);
+    }
+    for (const command of ['serve', 'token', 'purge']) {
+      const help = keygate([command, '--help']).stdout;
+      for (const line of help.split('\n')) expect(line.match(/default/g)?.length ?? 0).toBeLessThanOrEqual(1);
+    }
   });
 
   it('--version names the version, the commit ("unknown" from source) and Bun', () => {
@@ -104,6 +121,20 @@ describe('settings', () => {
       'keygate: METRICS_PORT must be an integer from 0 to 65535 (got "x").',
     ]);
   });
+
+  it.each(['mysql://root:hunter2@db/keygate', 'pg://keygate:hunter2@db/keygate', 'http://db.example.com/k'])(
+    'refuses DATABASE_URL=%p in one line and creates nothing',
+    (url) => {
+      for (const command of ['serve', 'migrate', 'purge']) {
+        const result = keygate([command], { DATABASE_URL: url, JWT_SECRET: SECRET, PORT: '0' });
+        expect(result.code).toBe(2);
+        expect(result.stderr).toStartWith('keygate: DATABASE_URL must be a SQLite file path');
+        expect(result.stderr.trimEnd().split('\n')).toHaveLength(1);
+        expect(result.stderr).not.toContain('hunter2');
+        expect(readdirSync(result.cwd)).toEqual([]);
+      }
+    },
+  );
 
   it('judges a rule between settings with the values given (METRICS_PORT beside PORT)', () => {
     const result = keygate(['config'], { PORT: '4000', METRICS_PORT: '3000', LOG_LEVEL: 'loud' });
@@ -155,10 +186,20 @@ describe('keygate token', () => {
     const result = keygate(['token', '--sub', '42', '--database-url', 'elsewhere/keygate.db']);
     expect(result.code).toBe(2);
     expect(result.stderr).toStartWith(
-      'keygate: no JWT secret to sign with: JWT_SECRET is unset and elsewhere/jwt-secret does not exist.',
+      `keygate: no JWT secret to sign with: JWT_SECRET is unset and ${join(result.cwd, 'elsewhere', 'jwt-secret')} does not exist.`,
     );
     expect(existsSync(join(result.cwd, 'elsewhere'))).toBe(false);
     expect(existsSync(join(result.cwd, 'data'))).toBe(false);
+  });
+
+  it('with PostgreSQL and no JWT_SECRET, says the secret is required and never shows the password', () => {
+    const url = 'postgres://keygate:hunter2@127.0.0.1:1/keygate';
+    const result = keygate(['token', '--sub', '42'], { DATABASE_URL: url });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(
+      'keygate: With a PostgreSQL DATABASE_URL, set JWT_SECRET or JWT_SECRET_FILE (or JWT_JWKS_URL, JWT_PUBLIC_KEY): every replica must verify tokens with the same key, so none is generated.\n',
+    );
+    expect(readdirSync(result.cwd)).toEqual([]);
   });
 
   it("signs with the server's secret file when it exists", () => {
@@ -176,7 +217,7 @@ describe('commands that need an existing database', () => {
     const result = keygate(['purge', '--database-url', 'typo/keygate.db']);
     expect(result.code).toBe(2);
     expect(result.stderr).toBe(
-      'keygate: the database typo/keygate.db does not exist; keygate purge uses an existing one (keygate serve or keygate migrate creates it). Check DATABASE_URL or --database-url.\n',
+      `keygate: the database ${join(result.cwd, 'typo', 'keygate.db')} does not exist; keygate purge uses an existing one (keygate serve or keygate migrate creates it). Check DATABASE_URL or --database-url.\n`,
     );
     expect(existsSync(join(result.cwd, 'typo'))).toBe(false);
   });
@@ -203,6 +244,52 @@ describe('keygate config', () => {
     );
     expect(result.stdout).not.toContain(SECRET);
     expect(lines).toHaveLength(Object.keys(SETTINGS).length);
+  });
+
+  it('with PostgreSQL, shows the URL without its password and says JWT_SECRET is required', () => {
+    const result = keygate(['config'], { DATABASE_URL: 'postgresql://keygate:hunter2@db:5432/keygate' });
+    expect(result.code).toBe(0);
+    const lines = result.stdout.trimEnd().split('\n');
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^DATABASE_URL=postgresql:\/\/keygate:\*\*\*@db:5432\/keygate +\(environment\)$/),
+    );
+    expect(lines).toContainEqual(
+      expect.stringMatching(
+        /^JWT_SECRET=<unset: required with PostgreSQL; set JWT_SECRET or JWT_SECRET_FILE> +\(default\)$/,
+      ),
+    );
+    expect(result.stdout).not.toContain('hunter2');
+  });
+
+  it('credits a value read from a *_FILE setting to that setting, and shows the file, not its contents', () => {
+    const dir = mkdtempSync(join(scratch, 'files-'));
+    writeFileSync(join(dir, 'url'), 'postgres://keygate:hunter2@db/keygate\n');
+    writeFileSync(join(dir, 'secret'), `${SECRET}\n`);
+    const result = keygate(['config', '--jwt-secret-file', join(dir, 'secret')], {
+      DATABASE_URL_FILE: join(dir, 'url'),
+    });
+    const lines = result.stdout.trimEnd().split('\n');
+    expect(lines).toContainEqual(
+      expect.stringMatching(
+        /^DATABASE_URL=postgres:\/\/keygate:\*\*\*@db\/keygate +\(read from DATABASE_URL_FILE\)$/,
+      ),
+    );
+    expect(lines).toContainEqual(
+      expect.stringMatching(new RegExp(`^DATABASE_URL_FILE=${join(dir, 'url')} +\\(environment\\)$`)),
+    );
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^JWT_SECRET=<set, \d+ bytes, not shown> +\(read from JWT_SECRET_FILE\)$/),
+    );
+    expect(lines).toContainEqual(
+      expect.stringMatching(new RegExp(`^JWT_SECRET_FILE=${join(dir, 'secret')} +\\(flag\\)$`)),
+    );
+    expect(result.stdout).not.toContain('hunter2');
+    expect(result.stdout).not.toContain(SECRET);
+  });
+
+  it('shows a SQLite path made absolute', () => {
+    const result = keygate(['config', '--database-url', 'here/keygate.db']);
+    expect(result.stdout).toContain(`DATABASE_URL=${join(result.cwd, 'here', 'keygate.db')} `);
   });
 
   it('says where the generated secret lives when JWT_SECRET is unset', () => {

@@ -1,21 +1,29 @@
 // Configuration: defaults, environment, flags over environment, and one clear line per bad value.
 import { afterAll, beforeAll, describe, expect, it } from 'bun:test';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { exportPKCS8, exportSPKI, generateKeyPair } from 'jose';
-import { resolveJwtSecret } from '../src/auth/jwt-secret';
-import { ConfigError, flagOf, loadConfig, settingOfFlag } from '../src/config';
+import {
+  ConfigError,
+  type DatabaseChoice,
+  flagOf,
+  loadConfig,
+  parseDatabaseUrl,
+  settingOfFlag,
+} from '../src/config';
+import { resolveJwtSecret } from '../src/jwt-secret';
 
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-config-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const sqlite = (path: string): DatabaseChoice => ({ engine: 'sqlite', path });
 
 describe('loadConfig', () => {
   it('has the contract defaults', () => {
     expect(loadConfig({})).toEqual({
       port: 3000,
       host: '0.0.0.0',
-      databaseUrl: './data/keygate.db',
+      database: { engine: 'sqlite', path: join(process.cwd(), 'data', 'keygate.db') },
       databasePoolSize: 10,
       jwtSecret: undefined,
       jwtKeySource: 'secret',
@@ -117,16 +125,77 @@ describe('loadConfig', () => {
   });
 });
 
+describe('DATABASE_URL', () => {
+  it.each([
+    ['/var/lib/keygate/keygate.db', '/srv', sqlite('/var/lib/keygate/keygate.db')],
+    ['/var/lib/keygate/../keygate/k.db', '/srv', sqlite('/var/lib/keygate/k.db')],
+    ['./data/keygate.db', '/srv', sqlite('/srv/data/keygate.db')],
+    ['keygate.db', '/srv/kg', sqlite('/srv/kg/keygate.db')],
+    [':memory:', '/srv', sqlite(':memory:')],
+  ])('%p from %p is SQLite at an absolute path', (value, cwd, expected) => {
+    expect(parseDatabaseUrl(value, cwd)).toEqual(expected);
+  });
+
+  it.each([
+    ['postgres://keygate:hunter2@db:5432/keygate', 'postgres://keygate:***@db:5432/keygate'],
+    ['postgresql://db/keygate', 'postgresql://db/keygate'],
+    ['POSTGRES://u:p@db/k', 'postgres://u:***@db/k'],
+    ['postgres://u@db/k?sslmode=require&password=hunter2', 'postgres://u@db/k?sslmode=require&password=***'],
+  ])('%p is PostgreSQL, shown as %p', (url, redacted) => {
+    expect(parseDatabaseUrl(url)).toEqual({ engine: 'postgres', url, redacted });
+  });
+
+  it.each([
+    ['mysql://root:hunter2@db/keygate', 'mysql'],
+    ['pg://keygate:hunter2@db/keygate', 'pg'],
+    ['http://db.example.com/keygate', 'http'],
+    ['sqlite:///var/lib/keygate/k.db', 'sqlite'],
+    ['redis+tls://x', 'redis+tls'],
+  ])('refuses %p in one line that names only the scheme', (value, scheme) => {
+    const refusal = () => loadConfig({ DATABASE_URL: value });
+    expect(refusal).toThrow(
+      new ConfigError(
+        `DATABASE_URL must be a SQLite file path, :memory:, or a postgres:// or postgresql:// URL (got a ${scheme}:// URL).`,
+      ),
+    );
+  });
+
+  it.each(['sqlite:keygate.db', 'file:keygate.db'])(
+    'refuses %p with a hint to write the path itself',
+    (value) => {
+      expect(() => loadConfig({ DATABASE_URL: value })).toThrow(
+        `DATABASE_URL takes a SQLite database as a plain file path, without "${value.split(':')[0]}:" (e.g. /var/lib/keygate/keygate.db).`,
+      );
+    },
+  );
+
+  it('refuses a PostgreSQL URL it cannot parse, without repeating it', () => {
+    const url = 'postgres://keygate:hunter#2@db/keygate';
+    expect(() => loadConfig({ DATABASE_URL: url })).toThrow(/cannot be parsed/);
+    try {
+      loadConfig({ DATABASE_URL: url });
+    } catch (error) {
+      expect((error as Error).message).not.toContain('hunter');
+    }
+  });
+
+  it('creates nothing when it refuses a scheme', () => {
+    const cwd = mkdtempSync(join(scratch, 'scheme-'));
+    expect(() => parseDatabaseUrl('mysql://x', cwd)).toThrow(ConfigError);
+    expect(readdirSync(cwd)).toEqual([]);
+  });
+});
+
 describe('resolveJwtSecret', () => {
   it('uses JWT_SECRET when set', () => {
-    expect(resolveJwtSecret({ jwtSecret: 'x'.repeat(32), databaseUrl: '/nonexistent/db' })).toBe(
+    expect(resolveJwtSecret({ jwtSecret: 'x'.repeat(32), database: sqlite('/nonexistent/db') })).toBe(
       'x'.repeat(32),
     );
   });
 
   it('creates a random secret once beside the database, mode 0600, and reuses it', () => {
     const dir = mkdtempSync(join(scratch, 'secret-'));
-    const config = { jwtSecret: undefined, databaseUrl: join(dir, 'sub', 'keygate.db') };
+    const config = { jwtSecret: undefined, database: sqlite(join(dir, 'sub', 'keygate.db')) };
     const first = resolveJwtSecret(config);
     expect(Buffer.byteLength(first)).toBeGreaterThanOrEqual(32);
     expect(resolveJwtSecret(config)).toBe(first);
@@ -135,10 +204,18 @@ describe('resolveJwtSecret', () => {
     expect(statSync(file).mode & 0o777).toBe(0o600);
   });
 
+  it('requires JWT_SECRET with PostgreSQL: replicas share no directory to keep a generated one in', () => {
+    const database = parseDatabaseUrl('postgres://keygate:hunter2@db/keygate');
+    expect(() => resolveJwtSecret({ jwtSecret: undefined, database })).toThrow(
+      /^With a PostgreSQL DATABASE_URL, set JWT_SECRET or JWT_SECRET_FILE/,
+    );
+    expect(resolveJwtSecret({ jwtSecret: 'x'.repeat(32), database })).toBe('x'.repeat(32));
+  });
+
   it('refuses a secret file that is too short', () => {
     const dir = mkdtempSync(join(scratch, 'secret-'));
     writeFileSync(join(dir, 'jwt-secret'), 'short\n');
-    expect(() => resolveJwtSecret({ jwtSecret: undefined, databaseUrl: join(dir, 'k.db') })).toThrow(
+    expect(() => resolveJwtSecret({ jwtSecret: undefined, database: sqlite(join(dir, 'k.db')) })).toThrow(
       ConfigError,
     );
   });
@@ -234,9 +311,10 @@ describe('*_FILE settings', () => {
     expect(loadConfig({ JWT_SECRET_FILE: file('secret', `${secret}\r\n`) }).jwtSecret).toBe(secret);
     expect(loadConfig({ JWT_SECRET_FILE: file('secret', `${secret}\n\n`) }).jwtSecret).toBe(`${secret}\n`);
     expect(loadConfig({ JWT_SECRET_FILE: file('secret', `${secret} `) }).jwtSecret).toBe(`${secret} `);
-    expect(loadConfig({ DATABASE_URL_FILE: file('db', '/var/lib/keygate/k.db\n') }).databaseUrl).toBe(
-      '/var/lib/keygate/k.db',
-    );
+    expect(loadConfig({ DATABASE_URL_FILE: file('db', '/var/lib/keygate/k.db\n') }).database).toEqual({
+      engine: 'sqlite',
+      path: '/var/lib/keygate/k.db',
+    });
     expect(loadConfig({}, { JWT_SECRET_FILE: file('secret', secret) }).jwtSecret).toBe(secret);
   });
 

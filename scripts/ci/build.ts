@@ -1,6 +1,10 @@
 // `bun run build [OUTFILE]`: compiles src/cli.ts into one executable (default dist/keygate) with the
 // commit it was built from: KEYGATE_COMMIT from the environment (the Dockerfile passes its REVISION
 // build arg), else `git rev-parse HEAD`, else "unknown" (outside a checkout).
+//
+// The executable reads its settings from its environment and flags only: Bun's default would have it
+// load `.env` files and `bunfig.toml` (whose `preload` runs code) from whatever directory it is started
+// in, silently, and `keygate config` would credit their values to the environment.
 import { join } from 'node:path';
 
 const root = join(import.meta.dir, '..', '..');
@@ -26,6 +30,8 @@ const command = [
   '--bytecode',
   '--format=esm',
   '--minify',
+  '--no-compile-autoload-dotenv',
+  '--no-compile-autoload-bunfig',
   `--define=KEYGATE_COMMIT=${JSON.stringify(commit())}`,
   '--outfile',
   outfile,

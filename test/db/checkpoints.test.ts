@@ -24,7 +24,7 @@ const RESTART_AFTER = 256;
 describe('a serving keygate on SQLite', () => {
   it('turns the automatic checkpoint off and checkpoints each commit into the file from its own thread', async () => {
     const path = tempDb();
-    const { store, sqlite } = await openStore({ databaseUrl: path, databasePoolSize: 1 });
+    const { store, sqlite } = await openStore({ database: { engine: 'sqlite', path }, databasePoolSize: 1 });
     try {
       // One small commit: far below the 1000 pages after which SQLite itself would checkpoint.
       await store.insertKeyWithinLimit(row(id(1)), 10);
@@ -37,7 +37,10 @@ describe('a serving keygate on SQLite', () => {
 
   it('leaves the automatic checkpoint on for a one-shot command', async () => {
     const path = tempDb();
-    const { store, sqlite } = await openStore({ databaseUrl: path, databasePoolSize: 1 }, { serving: false });
+    const { store, sqlite } = await openStore(
+      { database: { engine: 'sqlite', path }, databasePoolSize: 1 },
+      { serving: false },
+    );
     try {
       expect(autocheckpoint(sqlite as never)).toBe(AUTOCHECKPOINT_PAGES);
       await store.insertKeyWithinLimit(row(id(2)), 10);

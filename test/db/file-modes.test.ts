@@ -18,8 +18,8 @@ function openWithUmask0(path: string): { wal: number; shm: number } {
   const script = `
     process.umask(0);
     const { openDatabase } = await import(${JSON.stringify(join(import.meta.dir, '../../src/db/sqlite/open.ts'))});
-    const { resolveJwtSecret } = await import(${JSON.stringify(join(import.meta.dir, '../../src/auth/jwt-secret.ts'))});
-    resolveJwtSecret({ jwtSecret: undefined, databaseUrl: ${JSON.stringify(path)} });
+    const { resolveJwtSecret } = await import(${JSON.stringify(join(import.meta.dir, '../../src/jwt-secret.ts'))});
+    resolveJwtSecret({ jwtSecret: undefined, database: { engine: "sqlite", path: ${JSON.stringify(path)} } });
     openDatabase(${JSON.stringify(path)});
     const { statSync } = await import('node:fs');
     const mode = (suffix) => statSync(${JSON.stringify(path)} + suffix).mode & 0o777;

@@ -64,8 +64,10 @@ describe('compose.yaml', () => {
       Object.entries(environment).map(([name, value]) => [name, withDefaults(value)]),
     );
     const config = loadConfig(env);
-    expect(config.databaseUrl).toStartWith('postgres://keygate:');
-    expect(new URL(config.databaseUrl).hostname).toBe('postgres');
+    const { database } = config;
+    if (database.engine !== 'postgres') throw new Error(`expected PostgreSQL, got ${database.engine}`);
+    expect(database.url).toStartWith('postgres://keygate:');
+    expect(new URL(database.url).hostname).toBe('postgres');
     expect(config.jwtKeySource).toBe('secret');
     // The default secret is a placeholder that says so; docs/replicas.md says to replace it.
     expect(config.jwtSecret).toContain('change-me');

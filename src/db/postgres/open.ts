@@ -11,22 +11,6 @@ export type PostgresDb = BunSQLDatabase<typeof schema> & { $client: SQL };
 
 const MIGRATIONS: MigrationMeta[] = embeddedPostgresMigrations();
 
-export function isPostgresUrl(url: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(url);
-}
-
-/** DATABASE_URL for log lines and messages: a PostgreSQL URL loses its password; a file path stays. */
-export function redactedUrl(url: string): string {
-  if (!isPostgresUrl(url)) return url;
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.href;
-  } catch {
-    return 'postgres://(unparsable URL)';
-  }
-}
-
 export async function openPostgres(url: string, poolSize: number): Promise<PostgresDb> {
   const client = new SQL(url, {
     max: poolSize,

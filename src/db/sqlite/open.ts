@@ -39,6 +39,16 @@ export const CACHE_KIB = 65_536;
 export function openDatabase(url: string): Db {
   if (url !== ':memory:') createPrivately(url);
   const client = new Database(url, { create: true, strict: true });
+  applyPragmas(client);
+  assertWritable(client);
+  const db = drizzle({ client, schema });
+  migrate(db);
+  client.run(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  return db;
+}
+
+/** Every connection's settings, the server's and `keygate backup`'s alike. */
+export function applyPragmas(client: Database): void {
   // busy_timeout first: the pragmas below may themselves need a lock another process holds.
   client.run(`PRAGMA busy_timeout = ${STARTUP_BUSY_TIMEOUT_MS}`);
   client.run('PRAGMA journal_mode = WAL');
@@ -49,11 +59,6 @@ export function openDatabase(url: string): Db {
   // A statement that fires the counting triggers keeps a statement journal (to undo itself alone):
   // in memory, not in a temporary file, which cost more than the trigger (bench/HISTORY.md).
   client.run('PRAGMA temp_store = MEMORY');
-  assertWritable(client);
-  const db = drizzle({ client, schema });
-  migrate(db);
-  client.run(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
-  return db;
 }
 
 /** Creates the directories and an empty database file with owner-only modes (umask cannot widen them). */

@@ -1,0 +1,66 @@
+// The commands keygate knows: each one's summary, usage, own flags and examples (the help is made of them).
+export type Command = 'serve' | 'token' | 'purge' | 'migrate' | 'backup' | 'healthcheck' | 'config';
+
+export type CommandSpec = {
+  summary: string;
+  usage: string;
+  /** The one word it takes besides flags, if any (backup's FILE). */
+  argument?: string;
+  /** The command's own flags (beside the settings), with their help and default. */
+  options?: Record<string, { help: string; default?: string }>;
+  examples: string[];
+};
+
+export const COMMANDS: Record<Command, CommandSpec> = {
+  serve: {
+    summary: 'serve the API (the default command)',
+    usage: 'keygate [serve] [--setting value ...]',
+    examples: [
+      'keygate',
+      'keygate serve --port 8080 --database-url /var/lib/keygate/keygate.db',
+      'METRICS_PORT=9464 keygate serve',
+    ],
+  },
+  token: {
+    summary: "print a JWT signed with the server's secret",
+    usage: 'keygate token --sub USER_ID [--level 0..8] [--ttl SECONDS] [--setting value ...]',
+    options: {
+      sub: { help: 'the user id the token speaks for (required)' },
+      level: { help: 'the level claim, 0..8 (default: none, which means 8)' },
+      ttl: { help: 'seconds until it expires, 1..315360000', default: '3600' },
+    },
+    examples: [
+      'keygate token --sub 42',
+      'keygate token --sub 42 --level 3 --ttl 600 --database-url /var/lib/keygate/keygate.db',
+    ],
+  },
+  purge: {
+    summary: 'delete expired keys once and print how many',
+    usage: 'keygate purge [--database-url PATH]',
+    examples: ['keygate purge --database-url /var/lib/keygate/keygate.db'],
+  },
+  migrate: {
+    summary: 'create the database or apply its migrations, and exit',
+    usage: 'keygate migrate [--database-url PATH]',
+    examples: ['keygate migrate --database-url /var/lib/keygate/keygate.db'],
+  },
+  backup: {
+    summary: 'copy the SQLite database to a new file, consistently, even while it serves',
+    usage: 'keygate backup FILE [--database-url PATH]',
+    argument: 'FILE',
+    examples: [
+      'keygate backup /var/backups/keygate-$(date +%F).db --database-url /var/lib/keygate/keygate.db',
+    ],
+  },
+  healthcheck: {
+    summary: "exit 0 when GET /health answers 200 (for Docker's HEALTHCHECK)",
+    usage: 'keygate healthcheck [--port N] [--host H] [--base-path P]',
+    examples: ['keygate healthcheck', 'keygate healthcheck --port 8080'],
+  },
+  config: {
+    summary: 'print the effective settings, secrets masked, and where each comes from',
+    usage: 'keygate config [--setting value ...]',
+    examples: ['keygate config', 'PORT=8080 keygate config --log-level debug'],
+  },
+};
+export const COMMAND_NAMES = Object.keys(COMMANDS) as Command[];

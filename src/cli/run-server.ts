@@ -1,0 +1,59 @@
+// `keygate serve`: start, say plainly why not when it cannot, and stop on SIGTERM or SIGINT.
+import { type Config, ConfigError } from '../config';
+import { createLogger } from '../core/log';
+import { resolveJwtSecret } from '../jwt-secret';
+import { type RunningServer, serve } from '../serve';
+import { databaseShown } from './database';
+import { StartupError } from './errors';
+
+export async function runServer(config: Config): Promise<number> {
+  const logger = createLogger(config.logLevel);
+  let server: RunningServer;
+  try {
+    // With an identity provider's keys no secret is read or created.
+    const jwtSecret = config.jwtKeySource === 'secret' ? resolveJwtSecret(config) : undefined;
+    server = await serve(config, { jwtSecret, logger });
+  } catch (error) {
+    if (error instanceof ConfigError) throw error;
+    const { code, syscall } = error as { code?: string; syscall?: string };
+    const listening = syscall === 'listen' ? LISTEN_FAILURES[code ?? ''] : undefined;
+    throw new StartupError(
+      listening
+        ? `cannot listen on ${config.host}:${config.port}: ${listening(config)}`
+        : `cannot start with database ${databaseShown(config.database)} on ${config.host}:${config.port}: ${(error as Error).message}`,
+    );
+  }
+  return new Promise((resolve) => {
+    let stopping = false;
+    const stop = (signal: string) => {
+      if (stopping) {
+        // A second signal while draining: stop waiting.
+        logger.warn('forced exit', { signal });
+        logger.flush();
+        process.exit(1);
+      }
+      stopping = true;
+      logger.info('stopping', { signal });
+      server.stop().then(
+        () => resolve(0),
+        (error: unknown) => {
+          logger.error('stop failed', { error: String(error) });
+          logger.flush();
+          resolve(1);
+        },
+      );
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+  });
+}
+
+// Bun's own message for these is the same for all ("Is port 0 in use?"); the code says which.
+const LISTEN_FAILURES: Record<string, (config: Config) => string> = {
+  EADDRINUSE: (config) => `port ${config.port} is already in use there (another keygate?).`,
+  EADDRNOTAVAIL: (config) =>
+    `${config.host} is not an address of this machine, so nothing can listen on it (HOST; 0.0.0.0 means every address).`,
+  EINVAL: (config) =>
+    `${config.host} is not an address keygate can listen on (HOST must be an IP address of this machine or a name for one).`,
+  EACCES: (config) => `port ${config.port} needs privileges this process lacks (use a port above 1023).`,
+};

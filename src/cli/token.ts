@@ -1,0 +1,52 @@
+// `keygate token`: a JWT signed with the server's secret, never with one invented here.
+import { existsSync } from 'node:fs';
+import { createJwtAuthority } from '../auth/jwt';
+import type { Config } from '../config';
+import { systemClock } from '../core/clock';
+import { generatedSecretPath, resolveJwtSecret, SECRET_REQUIRED_WITH_POSTGRES } from '../jwt-secret';
+import { UsageError } from './errors';
+
+export async function mintToken(config: Config, options: Record<string, string>): Promise<string> {
+  if (config.jwtKeySource !== 'secret') {
+    const setting = config.jwtKeySource === 'jwks' ? 'JWT_JWKS_URL' : 'JWT_PUBLIC_KEY';
+    throw new UsageError(
+      `keygate token signs only HS256 tokens with JWT_SECRET; with ${setting} set, tokens come from your identity provider.`,
+    );
+  }
+  const sub = wholeNumber('--sub', options.sub, 0, Number.MAX_SAFE_INTEGER);
+  const level = options.level === undefined ? undefined : wholeNumber('--level', options.level, 0, 8);
+  // A token living longer than MAX_EXPIRES_IN_SECONDS would be refused by the server.
+  const ttlSeconds = wholeNumber('--ttl', options.ttl ?? '3600', 1, config.maxExpiresInSeconds);
+  refuseToInventSecret(config);
+  const jwt = createJwtAuthority({
+    secret: resolveJwtSecret(config),
+    issuer: config.jwtIssuer,
+    audience: config.jwtAudience,
+    clock: systemClock,
+  });
+  return jwt.sign({ sub, level, ttlSeconds });
+}
+
+/**
+ * A token signed with a secret the server does not have is refused by it: without JWT_SECRET, use the
+ * file the server created beside its database, and never create one here.
+ */
+function refuseToInventSecret(config: Config): void {
+  if (config.jwtSecret !== undefined) return;
+  const file = generatedSecretPath(config.database);
+  if (file === undefined) throw new UsageError(SECRET_REQUIRED_WITH_POSTGRES);
+  if (existsSync(file)) return;
+  throw new UsageError(
+    `no JWT secret to sign with: JWT_SECRET is unset and ${file} does not exist. The server keeps its ` +
+      'secret there, beside its database, once it has started; give keygate token the same ' +
+      'DATABASE_URL (or --database-url) as the server, or the same JWT_SECRET.',
+  );
+}
+
+function wholeNumber(flag: string, value: string | undefined, min: number, max: number): number {
+  if (value === undefined) throw new UsageError(`${flag} is required.`);
+  const parsed = /^[0-9]+$/.test(value) ? Number(value) : Number.NaN;
+  if (!(parsed >= min && parsed <= max))
+    throw new UsageError(`${flag} must be an integer from ${min} to ${max}.`);
+  return parsed;
+}
