@@ -35,4 +35,5 @@ ALTER TABLE `api_keys` ADD `enabled` integer DEFAULT true NOT NULL;--> statement
 ALTER TABLE `api_keys` ADD `meta` text;--> statement-breakpoint
 ALTER TABLE `api_keys` ADD `ratelimit_limit` integer;--> statement-breakpoint
 ALTER TABLE `api_keys` ADD `ratelimit_duration` integer;--> statement-breakpoint
-ALTER TABLE `api_keys` ADD `last_used_at` integer;
+ALTER TABLE `api_keys` ADD `last_used_at` integer;--> statement-breakpoint
+CREATE INDEX `api_keys_lineage` ON `api_keys` (`lineage`) WHERE "api_keys"."lineage" IS NOT NULL;

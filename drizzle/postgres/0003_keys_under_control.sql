@@ -35,4 +35,5 @@ ALTER TABLE "api_keys" ADD COLUMN "ratelimit_limit" integer;--> statement-breakp
 ALTER TABLE "api_keys" ADD COLUMN "ratelimit_duration" integer;--> statement-breakpoint
 ALTER TABLE "api_keys" ADD COLUMN "last_used_at" bigint;--> statement-breakpoint
 CREATE INDEX "key_usage_bucket" ON "key_usage" USING btree ("bucket");--> statement-breakpoint
-CREATE UNIQUE INDEX "subjects_issuer_subject" ON "subjects" USING btree ("issuer","subject");
+CREATE UNIQUE INDEX "subjects_issuer_subject" ON "subjects" USING btree ("issuer","subject");--> statement-breakpoint
+CREATE INDEX "api_keys_lineage" ON "api_keys" USING btree ("lineage") WHERE "api_keys"."lineage" IS NOT NULL;

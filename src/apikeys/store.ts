@@ -19,6 +19,38 @@ export type ApiKeyRow = {
   lineage?: string | null;
   /** When it was rotated out: it is retiring until it expires. Null (or absent) for a key in service. */
   rotatedAt?: number | null;
+  /** False: it authenticates nothing (absent: true). */
+  enabled?: boolean;
+  /** The owner's metadata as compact JSON text; null (or absent): none. */
+  meta?: string | null;
+  /** At most `ratelimitLimit` verifications per `ratelimitDuration` seconds; null (or absent): none. */
+  ratelimitLimit?: number | null;
+  ratelimitDuration?: number | null;
+  /** The latest use, as the usage flush last wrote it (ms); null: never used. */
+  lastUsedAt?: number | null;
+  /** The credits of its lineage, as stored (read with the key; written on create and update). */
+  credits?: StoredCredits | null;
+};
+
+/** A pool of credits, one per lineage: `remaining` as stored, the refill and its clock (ms). */
+export type StoredCredits = {
+  remaining: number;
+  refillAmount: number | null;
+  /** Seconds between refills. */
+  refillInterval: number | null;
+  /** When the credits were last set (create, update, or a refill): the refill clock counts from here. */
+  refilledAt: number;
+};
+
+/** What an update changes; an absent property stays as it is, a null one is removed. */
+export type KeyUpdate = {
+  name?: string;
+  meta?: string | null;
+  enabled?: boolean;
+  level?: number;
+  expiresAt?: number;
+  ratelimit?: { limit: number; duration: number } | null;
+  credits?: StoredCredits | null;
 };
 
 /** A position in a user's list of keys, newest first: the last item of the previous page. */
@@ -77,6 +109,13 @@ export interface ApiKeyStore {
    * marked rotated at `next.createdAt`, and `next` is inserted; either both are committed or neither.
    */
   rotateKey(rotation: Rotation, signal?: AbortSignal): Promise<RotationOutcome>;
+
+  /**
+   * In one transaction: the key (still live at `now`) gets `update`; its lineage's credits are
+   * replaced or removed when `update.credits` says so. Resolves with the updated row, or undefined
+   * when the key is gone or expired. Other replicas hear of it as of a delete.
+   */
+  updateKey(id: string, update: KeyUpdate, now: number, signal?: AbortSignal): Promise<ApiKeyRow | undefined>;
 
   /** Deletes up to `limit` keys that expired at or before `now`; resolves with how many. */
   deleteExpiredBatch(now: number, limit: number): Promise<number>;

@@ -1,6 +1,7 @@
 // The PostgreSQL schema, the same table as SQLite's. Change it here, then `bun run db:generate` writes
 // the migration. Times are epoch milliseconds in bigint and the hash is hex text: Bun's SQL client has
 // open bugs with timestamp and json columns, and drizzle 0.45 has no bytea column.
+import { sql } from 'drizzle-orm';
 import {
   bigint,
   bigserial,
@@ -42,6 +43,8 @@ export const apiKeys = pgTable(
     index('api_keys_user_created').on(table.userId, table.createdAt, table.id, table.expiresAt),
     // The purge finds expired keys in order.
     index('api_keys_expires').on(table.expiresAt),
+    // The other keys of a rotation chain, asked when one goes: its credits go with the last of them.
+    index('api_keys_lineage').on(table.lineage).where(sql`${table.lineage} IS NOT NULL`),
   ],
 );
 

@@ -4,14 +4,15 @@
 // triggers keep in step with api_keys); a delete or rotation NOTIFYs the other replicas in the same
 // transaction, and LISTEN evicts their cached keys.
 
-import { and, count, desc, eq, gt, lt, lte, or, sql } from 'drizzle-orm';
+import { and, count, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
 import type { ApiKeyRow, ApiKeyStore } from '../../apikeys/store';
 import { RequestGoneError } from '../../core/errors';
 import type { Logger } from '../../core/log';
 import { keyChanges } from '../key-changes';
+import { lineageOf, withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
 import type { PostgresDb } from './open';
-import { apiKeys, userKeyCounts } from './schema';
+import { apiKeys, keyCredits, userKeyCounts } from './schema';
 import { unavailableCode, unavailableOr } from './unavailable';
 
 /** The NOTIFY channel: a payload is the sending replica's id, a space, and the comma-separated key ids. */
@@ -22,11 +23,44 @@ const IDS_PER_NOTIFY = 50;
 
 type Row = typeof apiKeys.$inferSelect;
 
-const toRow = (row: Row): ApiKeyRow => ({ ...row, secretHash: Buffer.from(row.secretHash, 'hex') });
-const toColumns = (row: ApiKeyRow): typeof apiKeys.$inferInsert => ({
+// A key with its lineage's credits, in one read.
+const keyWithCredits = {
+  ...getTableColumns(apiKeys),
+  creditsRemaining: keyCredits.remaining,
+  creditsRefillAmount: keyCredits.refillAmount,
+  creditsRefillInterval: keyCredits.refillInterval,
+  creditsRefilledAt: keyCredits.refilledAt,
+};
+const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
+type Joined = Row & Parameters<typeof withCredits>[0];
+const toRow = (joined: Joined): ApiKeyRow => {
+  const row = withCredits(joined);
+  return { ...row, secretHash: Buffer.from(row.secretHash as unknown as string, 'hex') };
+};
+const toColumns = ({ credits: _, ...row }: ApiKeyRow): typeof apiKeys.$inferInsert => ({
   ...row,
   secretHash: Buffer.from(row.secretHash).toString('hex'),
 });
+type Tx = Parameters<Parameters<PostgresDb['transaction']>[0]>[0];
+/** Sets a lineage's credits (create, update), or adds them. */
+const setCredits = (tx: Tx, lineage: string, credits: NonNullable<ApiKeyRow['credits']>) =>
+  tx
+    .insert(keyCredits)
+    .values({ lineage, ...credits })
+    .onConflictDoUpdate({ target: keyCredits.lineage, set: credits });
+/** A lineage's credits go with the last of its keys (run after the delete, in its transaction). */
+const dropCreditsOfGone = (tx: Tx, lineages: readonly string[]) =>
+  lineages.length === 0
+    ? Promise.resolve()
+    : tx
+        .delete(keyCredits)
+        .where(
+          and(
+            inArray(keyCredits.lineage, [...new Set(lineages)]),
+            sql`NOT EXISTS (SELECT 1 FROM ${apiKeys} k WHERE k.id = ${keyCredits.lineage})`,
+            sql`NOT EXISTS (SELECT 1 FROM ${apiKeys} k WHERE k.lineage = ${keyCredits.lineage})`,
+          ),
+        );
 
 export type PostgresStoreOptions = {
   /** Subscribe to other replicas' changes (off for one-shot commands such as `keygate purge`). */
@@ -167,15 +201,21 @@ export async function createPostgresApiKeyStore(
 
   return {
     async findKey(id) {
-      const [row] = await db.select().from(apiKeys).where(eq(apiKeys.id, id)).catch(unavailableOr);
+      const [row] = await db
+        .select(keyWithCredits)
+        .from(apiKeys)
+        .leftJoin(keyCredits, creditsOfKey)
+        .where(eq(apiKeys.id, id))
+        .catch(unavailableOr);
       return row === undefined ? undefined : toRow(row);
     },
 
     async listLiveKeys({ userId, now, maxLevel, after, limit }) {
       const live = and(eq(apiKeys.userId, userId), gt(apiKeys.expiresAt, now), lte(apiKeys.level, maxLevel));
       const rows = await db
-        .select()
+        .select(keyWithCredits)
         .from(apiKeys)
+        .leftJoin(keyCredits, creditsOfKey)
         .where(
           after === undefined
             ? live
@@ -198,6 +238,7 @@ export async function createPostgresApiKeyStore(
         write(async (tx) => {
           if (!(await belowCap(tx, row.userId, row.createdAt, limit))) return 'limit-reached' as const;
           await tx.insert(apiKeys).values(toColumns(row));
+          if (row.credits) await setCredits(tx, lineageOf(row), row.credits);
           return 'inserted' as const;
         }, signal),
       );
@@ -209,9 +250,14 @@ export async function createPostgresApiKeyStore(
     async deleteKey(id, signal) {
       const deleted = await write(async (tx) => {
         // One statement: the NOTIFY is sent only when a row went, without a second round trip.
-        const rows = await tx.execute(sql`
-          WITH gone AS (DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ${id} RETURNING 1)
-          SELECT pg_notify(${KEYS_CHANNEL}, ${payloadOf([id])}) FROM gone`);
+        const rows = await tx.execute<{ lineage: string }>(sql`
+          WITH gone AS (DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ${id}
+            RETURNING coalesce(${apiKeys.lineage}, ${apiKeys.id}) AS lineage)
+          SELECT lineage, pg_notify(${KEYS_CHANNEL}, ${payloadOf([id])}) FROM gone`);
+        await dropCreditsOfGone(
+          tx,
+          [...rows].map((row) => row.lineage),
+        );
         return rows.length > 0;
       }, signal);
       if (deleted) announce([id]);
@@ -246,14 +292,56 @@ export async function createPostgresApiKeyStore(
       return outcome;
     },
 
+    async updateKey(id, update, now, signal) {
+      const updated = await write(async (tx) => {
+        // Locked and checked again inside the transaction: a delete or rotation elsewhere may have won.
+        const [current] = await tx
+          .select({ expiresAt: apiKeys.expiresAt, lineage: apiKeys.lineage })
+          .from(apiKeys)
+          .where(eq(apiKeys.id, id))
+          .for('update');
+        if (current === undefined || current.expiresAt <= now) return undefined;
+        const { ratelimit, credits, ...columns } = update;
+        const set = {
+          ...columns,
+          ...(ratelimit === undefined
+            ? {}
+            : { ratelimitLimit: ratelimit?.limit ?? null, ratelimitDuration: ratelimit?.duration ?? null }),
+        };
+        if (Object.keys(set).length > 0) await tx.update(apiKeys).set(set).where(eq(apiKeys.id, id));
+        const lineage = current.lineage ?? id;
+        if (credits === null) await tx.delete(keyCredits).where(eq(keyCredits.lineage, lineage));
+        else if (credits !== undefined) await setCredits(tx, lineage, credits);
+        // Every key of the lineage, here and on the other replicas: its credits are theirs too.
+        const family = await tx
+          .select({ id: apiKeys.id })
+          .from(apiKeys)
+          .where(or(eq(apiKeys.id, lineage), eq(apiKeys.lineage, lineage)));
+        const ids = family.map((row) => row.id);
+        await notify(tx, ids);
+        const [row] = await tx
+          .select(keyWithCredits)
+          .from(apiKeys)
+          .leftJoin(keyCredits, creditsOfKey)
+          .where(eq(apiKeys.id, id));
+        return row === undefined ? undefined : { row: toRow(row), ids };
+      }, signal);
+      if (updated) announce(updated.ids);
+      return updated?.row;
+    },
+
     async deleteExpiredBatch(now, limit) {
       // SKIP LOCKED: replicas purging at the same time take different rows, and none waits on another.
       const ids = await write(async (tx) => {
-        const rows = await tx.execute<{ id: string }>(sql`
+        const rows = await tx.execute<{ id: string; lineage: string }>(sql`
           DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ANY(ARRAY(
             SELECT ${apiKeys.id} FROM ${apiKeys} WHERE ${apiKeys.expiresAt} <= ${now}
             ORDER BY ${apiKeys.expiresAt} LIMIT ${limit} FOR UPDATE SKIP LOCKED))
-          RETURNING ${apiKeys.id}`);
+          RETURNING ${apiKeys.id}, coalesce(${apiKeys.lineage}, ${apiKeys.id}) AS lineage`);
+        await dropCreditsOfGone(
+          tx,
+          [...rows].map((row) => row.lineage),
+        );
         // Expired keys are refused everywhere already (the expiry is checked); no need to NOTIFY.
         return [...rows].map((row) => row.id);
       });

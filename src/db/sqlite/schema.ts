@@ -1,4 +1,5 @@
 // The database schema. Change it here, then `bun run db:generate` writes the migration.
+import { sql } from 'drizzle-orm';
 import { blob, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
 
 export const apiKeys = sqliteTable(
@@ -30,6 +31,8 @@ export const apiKeys = sqliteTable(
     index('api_keys_user_created').on(table.userId, table.createdAt, table.id, table.expiresAt),
     // The purge finds expired keys in order without scanning the table.
     index('api_keys_expires').on(table.expiresAt),
+    // The other keys of a rotation chain, asked when one goes: its credits go with the last of them.
+    index('api_keys_lineage').on(table.lineage).where(sql`${table.lineage} IS NOT NULL`),
   ],
 );
 

@@ -1,13 +1,14 @@
 // The ApiKeyStore on SQLite: writes go through the group-commit writer and resolve once committed;
 // reads are prepared statements (synchronous underneath, Promises outside).
 
-import { and, count, desc, eq, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
+import { and, count, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
 import { type ApiKeyRow, type ApiKeyStore, StoreUnavailableError } from '../../apikeys/store';
 import { keyChanges } from '../key-changes';
+import { lineageOf, withCredits } from '../key-rows';
 import { checkpointInBackground } from './checkpoints';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
-import { apiKeys, userKeyCounts } from './schema';
+import { apiKeys, keyCredits, userKeyCounts } from './schema';
 
 // SQLite answers these when the disk, the file or another process's lock is in the way.
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
@@ -44,11 +45,65 @@ export function createSqliteApiKeyStore(
   };
   const { announce, onKeysChanged } = keyChanges();
 
-  const findById = db
-    .select()
-    .from(apiKeys)
+  // A key with its lineage's credits, in one read.
+  const keyWithCredits = {
+    ...getTableColumns(apiKeys),
+    creditsRemaining: keyCredits.remaining,
+    creditsRefillAmount: keyCredits.refillAmount,
+    creditsRefillInterval: keyCredits.refillInterval,
+    creditsRefilledAt: keyCredits.refilledAt,
+  };
+  const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
+  const selectKeys = () => db.select(keyWithCredits).from(apiKeys).leftJoin(keyCredits, creditsOfKey);
+  const findJoined = selectKeys()
     .where(eq(apiKeys.id, sql.placeholder('id')))
     .prepare();
+  const findById = { get: (params: { id: string }) => rowOf(findJoined.get(params)) };
+  const rowOf = (joined: Parameters<typeof withCredits>[0] | undefined): ApiKeyRow | undefined =>
+    joined === undefined ? undefined : withCredits(joined);
+
+  const lineageIds = db
+    .select({ id: apiKeys.id })
+    .from(apiKeys)
+    .where(or(eq(apiKeys.id, sql.placeholder('lineage')), eq(apiKeys.lineage, sql.placeholder('lineage'))))
+    .prepare();
+  const insertCredits = db
+    .insert(keyCredits)
+    .values({
+      lineage: sql.placeholder('lineage'),
+      remaining: sql.placeholder('remaining'),
+      refillAmount: sql.placeholder('refillAmount'),
+      refillInterval: sql.placeholder('refillInterval'),
+      refilledAt: sql.placeholder('refilledAt'),
+    })
+    .onConflictDoUpdate({
+      target: keyCredits.lineage,
+      set: {
+        remaining: sql`excluded.remaining`,
+        refillAmount: sql`excluded.refill_amount`,
+        refillInterval: sql`excluded.refill_interval`,
+        refilledAt: sql`excluded.refilled_at`,
+      },
+    })
+    .prepare();
+  const deleteCredits = db
+    .delete(keyCredits)
+    .where(eq(keyCredits.lineage, sql.placeholder('lineage')))
+    .prepare();
+  // A lineage's credits go with the last of its keys.
+  const deleteOrphanCredits = db
+    .delete(keyCredits)
+    .where(
+      and(
+        eq(keyCredits.lineage, sql.placeholder('lineage')),
+        sql`NOT EXISTS (SELECT 1 FROM ${apiKeys} WHERE ${apiKeys.id} = ${sql.placeholder('lineage')})`,
+        sql`NOT EXISTS (SELECT 1 FROM ${apiKeys} WHERE ${apiKeys.lineage} = ${sql.placeholder('lineage')})`,
+      ),
+    )
+    .prepare();
+  const dropCreditsOfGone = (lineages: Iterable<string>) => {
+    for (const lineage of new Set(lineages)) deleteOrphanCredits.run({ lineage });
+  };
 
   const countLive = db
     .select({ n: count() })
@@ -62,16 +117,12 @@ export function createSqliteApiKeyStore(
     lte(apiKeys.level, sql.placeholder('maxLevel')),
   );
   const newestFirst = [desc(apiKeys.createdAt), desc(apiKeys.id)] as const;
-  const listFirst = db
-    .select()
-    .from(apiKeys)
+  const listFirst = selectKeys()
     .where(liveOf)
     .orderBy(...newestFirst)
     .limit(sql.placeholder('limit'))
     .prepare();
-  const listAfter = db
-    .select()
-    .from(apiKeys)
+  const listAfter = selectKeys()
     .where(
       and(
         liveOf,
@@ -99,9 +150,23 @@ export function createSqliteApiKeyStore(
       createdAt: sql.placeholder('createdAt'),
       expiresAt: sql.placeholder('expiresAt'),
       lineage: sql.placeholder('lineage'),
+      enabled: sql.placeholder('enabled'),
+      meta: sql.placeholder('meta'),
+      ratelimitLimit: sql.placeholder('ratelimitLimit'),
+      ratelimitDuration: sql.placeholder('ratelimitDuration'),
     })
     .prepare();
-  const insertRow = (row: ApiKeyRow) => insert.run({ ...row, lineage: row.lineage ?? null });
+  const insertRow = (row: ApiKeyRow) => {
+    insert.run({
+      ...row,
+      lineage: row.lineage ?? null,
+      enabled: row.enabled ?? true,
+      meta: row.meta ?? null,
+      ratelimitLimit: row.ratelimitLimit ?? null,
+      ratelimitDuration: row.ratelimitDuration ?? null,
+    });
+    if (row.credits) insertCredits.run({ lineage: lineageOf(row), ...row.credits });
+  };
 
   const retire = db
     .update(apiKeys)
@@ -112,7 +177,7 @@ export function createSqliteApiKeyStore(
   const deleteById = db
     .delete(apiKeys)
     .where(eq(apiKeys.id, sql.placeholder('id')))
-    .returning({ id: apiKeys.id })
+    .returning({ id: apiKeys.id, lineage: apiKeys.lineage })
     .prepare();
 
   // SQLite has no portable DELETE ... LIMIT: pick the batch in a subquery on the expires_at index.
@@ -129,7 +194,7 @@ export function createSqliteApiKeyStore(
           .limit(sql.placeholder('limit')),
       ),
     )
-    .returning({ id: apiKeys.id })
+    .returning({ id: apiKeys.id, lineage: apiKeys.lineage })
     .prepare();
 
   const rowsHeld = db
@@ -157,15 +222,18 @@ export function createSqliteApiKeyStore(
     },
 
     async listLiveKeys({ userId, now, maxLevel, after, limit }) {
-      if (after === undefined) return listFirst.all({ userId, now, maxLevel, limit });
-      return listAfter.all({
-        userId,
-        now,
-        maxLevel,
-        limit,
-        afterCreatedAt: after.createdAt,
-        afterId: after.id,
-      });
+      const rows =
+        after === undefined
+          ? listFirst.all({ userId, now, maxLevel, limit })
+          : listAfter.all({
+              userId,
+              now,
+              maxLevel,
+              limit,
+              afterCreatedAt: after.createdAt,
+              afterId: after.id,
+            });
+      return rows.map(withCredits);
     },
 
     insertKeyWithinLimit(row: ApiKeyRow, limit: number, signal?: AbortSignal) {
@@ -185,7 +253,11 @@ export function createSqliteApiKeyStore(
 
     deleteKey(id, signal) {
       return writer.write(
-        () => deleteById.all({ id }).length > 0,
+        () => {
+          const gone = deleteById.all({ id });
+          dropCreditsOfGone(gone.map(lineageOf));
+          return gone.length > 0;
+        },
         (deleted) => {
           if (deleted) announce([id]);
         },
@@ -212,10 +284,46 @@ export function createSqliteApiKeyStore(
       );
     },
 
+    updateKey(id, update, now, signal) {
+      return writer
+        .write(
+          () => {
+            // Checked again inside the transaction: a delete may have committed since the service looked.
+            const current = findById.get({ id });
+            if (current === undefined || current.expiresAt <= now) return undefined;
+            const { ratelimit, credits, ...columns } = update;
+            const set = {
+              ...columns,
+              ...(ratelimit === undefined
+                ? {}
+                : {
+                    ratelimitLimit: ratelimit?.limit ?? null,
+                    ratelimitDuration: ratelimit?.duration ?? null,
+                  }),
+            };
+            if (Object.keys(set).length > 0) db.update(apiKeys).set(set).where(eq(apiKeys.id, id)).run();
+            const lineage = lineageOf(current);
+            if (credits === null) deleteCredits.run({ lineage });
+            else if (credits !== undefined) insertCredits.run({ lineage, ...credits });
+            return { row: findById.get({ id }), lineage };
+          },
+          (updated) => {
+            // Every key of the lineage: its credits are theirs too.
+            if (updated) announce(lineageIds.all({ lineage: updated.lineage }).map((row) => row.id));
+          },
+          signal,
+        )
+        .then((updated) => updated?.row);
+    },
+
     deleteExpiredBatch(now, limit) {
       return writer
         .write(
-          () => deleteExpired.all({ now, limit }).map((row) => row.id),
+          () => {
+            const gone = deleteExpired.all({ now, limit });
+            dropCreditsOfGone(gone.map(lineageOf));
+            return gone.map((row) => row.id);
+          },
           (ids) => announce(ids),
         )
         .then((ids) => ids.length);

@@ -1,0 +1,33 @@
+// A key's row as both stores read it: api_keys joined with its lineage's credits (one query, so the
+// key cache holds whether a key has credits, and a key without any costs no second read).
+import type { ApiKeyRow } from '../apikeys/store';
+
+/** The joined columns of key_credits, null when the lineage has none. */
+export type JoinedCredits = {
+  creditsRemaining: number | null;
+  creditsRefillAmount: number | null;
+  creditsRefillInterval: number | null;
+  creditsRefilledAt: number | null;
+};
+
+/** The row of a key read with its credits. */
+export function withCredits<R extends JoinedCredits>(joined: R): Omit<R, keyof JoinedCredits> & ApiKeyRow {
+  const { creditsRemaining, creditsRefillAmount, creditsRefillInterval, creditsRefilledAt, ...row } = joined;
+  return {
+    ...(row as unknown as ApiKeyRow),
+    credits:
+      creditsRemaining === null || creditsRefilledAt === null
+        ? null
+        : {
+            remaining: creditsRemaining,
+            refillAmount: creditsRefillAmount,
+            refillInterval: creditsRefillInterval,
+            refilledAt: creditsRefilledAt,
+          },
+  } as Omit<R, keyof JoinedCredits> & ApiKeyRow;
+}
+
+/** The lineage a key's limits and credits are kept under: its chain's first key, or itself. */
+export function lineageOf(row: Pick<ApiKeyRow, 'id' | 'lineage'>): string {
+  return row.lineage ?? row.id;
+}
