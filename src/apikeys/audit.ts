@@ -9,6 +9,8 @@ export type KeyEvents = {
   created(change: KeyChange): void;
   deleted(change: KeyChange): void;
   rotated(change: KeyChange & { previousKey: string }): void;
+  /** `changed` names the properties changed, never their values (meta is the owner's). */
+  updated(change: KeyChange & { changed: string[] }): void;
 };
 
 export type AuditLog = ReturnType<typeof createAuditLog>;
@@ -18,6 +20,7 @@ export function createAuditLog(logger: Pick<Logger, 'info'>) {
     created: (change: KeyChange) => logger.info('apikey.created', change),
     deleted: (change: KeyChange) => logger.info('apikey.deleted', change),
     rotated: (change: KeyChange & { previousKey: string }) => logger.info('apikey.rotated', change),
+    updated: (change: KeyChange & { changed: string[] }) => logger.info('apikey.updated', change),
     /** Once per purge pass that removed any. */
     purged(count: number, ms: number) {
       if (count > 0) logger.info('apikeys.purged', { count, ms });
@@ -37,6 +40,9 @@ export function allKeyEvents(...listeners: (KeyEvents | undefined)[]): KeyEvents
     },
     rotated: (change) => {
       for (const listener of present) listener.rotated(change);
+    },
+    updated: (change) => {
+      for (const listener of present) listener.updated(change);
     },
   };
 }

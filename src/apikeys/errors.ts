@@ -36,3 +36,25 @@ export class RetiringKeyError extends DomainError {
     super(`This key was rotated and is retiring: it may not ${action} keys; use the key that replaced it.`);
   }
 }
+
+/** A key with its own rate limit or credits may not act on other keys (nor mint unlimited ones). */
+export class ConstrainedKeyError extends DomainError {
+  override name = 'ConstrainedKeyError';
+  readonly kind = 'forbidden';
+  constructor(action: string) {
+    super(
+      `This key has its own rate limit or credits: it may not ${action} other keys; use a token or an unconstrained key.`,
+    );
+  }
+}
+
+/** A key updating itself may only tighten: name, meta, disable itself, a lower level, an earlier expiry. */
+export class SelfUpdateError extends DomainError {
+  override name = 'SelfUpdateError';
+  readonly kind = 'forbidden';
+  constructor() {
+    super(
+      'A key updating itself may change only its name and meta, disable itself, lower its level and bring its expiry earlier.',
+    );
+  }
+}

@@ -4,6 +4,7 @@ import { readKeyAndSecret } from '../auth/credentials';
 import { type AuthScheme, callerScheme } from '../auth/schemes';
 import { HttpError } from '../http/errors';
 import type { ApiKeyService } from './service';
+import { isConstrained } from './settings';
 
 export const NEEDS_KEY =
   'This endpoint needs an API key and secret: Authorization: Basic base64(key:secret), or X-API-Key and X-API-Secret.';
@@ -16,13 +17,16 @@ export function keyAuth(service: Pick<ApiKeyService, 'authenticateKey'>): AuthSc
     }
     if (credentials.kind === 'malformed') throw new HttpError(403, 'The API key credentials are malformed.');
     const outcome = await service.authenticateKey(credentials.key, credentials.secret);
+    // An expired key is said to be expired only to the holder of its secret, as verify says EXPIRED.
+    if (outcome.status === 'expired') throw new HttpError(403, 'The API key has expired.');
     if (outcome.status !== 'valid') throw new HttpError(403, 'The API key or secret is not valid.');
     const { row } = outcome;
+    if (row.enabled === false) throw new HttpError(403, 'The API key is disabled.');
     return {
       userId: row.userId,
       level: row.level,
       by: `key:${row.id}`,
-      retiring: row.rotatedAt !== null && row.rotatedAt !== undefined,
+      key: { id: row.id, retiring: row.rotatedAt != null, constrained: isConstrained(row) },
     };
   });
 }

@@ -2,6 +2,7 @@
 // the OpenAPI document and the TypeScript types.
 import { Elysia, t } from 'elysia';
 import { LEVEL_RULE, MAX_LEVEL, MIN_LEVEL } from '../core/levels';
+import type { KeySettings } from './settings';
 
 /**
  * A whole number in a response. Not t.Integer(): Elysia's also accepts "5" and decodes it, a
@@ -11,6 +12,58 @@ import { LEVEL_RULE, MAX_LEVEL, MIN_LEVEL } from '../core/levels';
 export const WholeNumber = () => t.Number({ multipleOf: 1 });
 
 export const CREATE_PROPERTIES = ['name', 'level', 'expiresIn'] as const;
+/** The optional settings a create (and an update) may carry beside them. */
+export const SETTING_PROPERTIES = ['meta', 'enabled', 'ratelimit', 'credits'] as const;
+
+const Integer = (minimum: number, maximum: number, description?: string) =>
+  t.Number({ multipleOf: 1, minimum, maximum, ...(description ? { description } : {}) });
+
+export const KeyMeta = t.Object(
+  {},
+  {
+    additionalProperties: true,
+    title: 'KeyMeta',
+    description: 'Free-form metadata: a JSON object of at most 2,048 bytes as compact UTF-8 JSON.',
+  },
+);
+export const RateLimit = t.Object(
+  {
+    limit: Integer(1, 1_000_000, 'Verifications allowed per duration.'),
+    duration: Integer(1, 86_400, 'Seconds.'),
+  },
+  { additionalProperties: false, title: 'RateLimit' },
+);
+export const Credits = t.Object(
+  {
+    remaining: Integer(0, 1_000_000_000, 'Credits left; each VALID verification takes its cost.'),
+    refill: t.Optional(
+      t.Object(
+        {
+          amount: Integer(1, 1_000_000_000, 'remaining is set to this (not added) at every refill.'),
+          interval: Integer(1, 31_536_000, 'Seconds between refills, counted from when credits were set.'),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false, title: 'Credits' },
+);
+
+/** The rule of a setting, in one sentence, for a body that breaks it. */
+export function settingRule(property: string): string | undefined {
+  switch (property) {
+    case 'meta':
+      return 'meta must be a JSON object of at most 2048 bytes as compact JSON.';
+    case 'enabled':
+      return 'enabled must be true or false.';
+    case 'ratelimit':
+      return 'ratelimit must be {"limit": 1..1000000, "duration": 1..86400} (integers), and nothing else.';
+    case 'credits':
+      return 'credits must be {"remaining": 0..1000000000, "refill"?: {"amount": 1..1000000000, "interval": 1..31536000}} (integers), and nothing else.';
+    default:
+      return undefined;
+  }
+}
 export const NAME_MAX_CHARACTERS = 128;
 
 // Names end up in dashboards, logs and terminals. Refused: control characters (Unicode category Cc),
@@ -67,12 +120,18 @@ export function createKeyBody(maxExpiresInSeconds: number) {
         maximum: maxExpiresInSeconds,
         description: `Seconds until the key expires: an integer from 1 to ${maxExpiresInSeconds}.`,
       }),
+      meta: t.Optional(KeyMeta),
+      enabled: t.Optional(
+        t.Boolean({ description: 'false: the key authenticates nothing until enabled again.' }),
+      ),
+      ratelimit: t.Optional(RateLimit),
+      credits: t.Optional(Credits),
     },
     { additionalProperties: false, title: 'CreateKeyRequest' },
   );
 }
 
-export type CreateKeyInput = { name: string; level: number; expiresIn: number };
+export type CreateKeyInput = { name: string; level: number; expiresIn: number } & KeySettings;
 
 /** One sentence per property, used when its value breaks the schema. */
 export function propertyRule(property: string, maxExpiresInSeconds: number): string | undefined {
@@ -84,7 +143,7 @@ export function propertyRule(property: string, maxExpiresInSeconds: number): str
     case 'expiresIn':
       return `expiresIn must be an integer number of seconds from 1 to ${maxExpiresInSeconds}.`;
     default:
-      return undefined;
+      return settingRule(property);
   }
 }
 
@@ -102,6 +161,10 @@ export const ApiKeyView = t.Object(
     expiresAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
     name: t.String(),
     userId: WholeNumber(),
+    meta: t.Optional(KeyMeta),
+    enabled: t.Optional(t.Boolean()),
+    ratelimit: t.Optional(RateLimit),
+    credits: t.Optional(Credits),
   },
   { title: 'CreatedApiKey' },
 );
@@ -124,10 +187,10 @@ export function describeCreateBodyProblem(
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     return 'The body must be a JSON object with name, level and expiresIn.';
   }
-  const allowed: readonly string[] = CREATE_PROPERTIES;
+  const allowed: readonly string[] = [...CREATE_PROPERTIES, ...SETTING_PROPERTIES];
   const extra = Object.keys(body).find((property) => !allowed.includes(property));
   if (extra !== undefined) {
-    return `Unknown property "${extra.slice(0, 40)}": the body takes only name, level and expiresIn.`;
+    return `Unknown property "${extra.slice(0, 40)}": the body takes only name, level and expiresIn (and optionally meta, enabled, ratelimit, credits).`;
   }
   const missing = CREATE_PROPERTIES.find((property) => !(property in body));
   if (missing !== undefined) return `${missing} is required.`;
@@ -139,7 +202,7 @@ export function describeCreateBodyProblem(
   return propertyRule(property, maxExpiresInSeconds) ?? 'The body does not match name, level and expiresIn.';
 }
 
-/** A key as list, get and rotate show it: never a secret or a hash. */
+/** A key as list, get and update show it: never a secret or a hash. */
 export const KeySummary = t.Object({
   key: t.String(),
   name: t.String(),
@@ -147,6 +210,14 @@ export const KeySummary = t.Object({
   userId: WholeNumber(),
   createdAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
   expiresAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
+  enabled: t.Boolean(),
+  lastUsedAt: t.Union([t.String(), t.Null()], {
+    description:
+      'The latest VALID verification or /key authentication (ISO ms), written in batches; null: never.',
+  }),
+  meta: t.Optional(KeyMeta),
+  ratelimit: t.Optional(RateLimit),
+  credits: t.Optional(Credits),
 });
 export type KeySummary = typeof KeySummary.static;
 
@@ -159,6 +230,27 @@ export const KeyListResponse = t.Object({
 });
 
 export const KeyResponse = t.Object({ result: t.Literal('success'), apikey: KeySummary });
+
+export const UpdateKeyRequest = t.Object(
+  {
+    name: t.Optional(t.String({ description: 'As on create.' })),
+    meta: t.Optional(
+      t.Union([KeyMeta, t.Null()], { description: 'Replaces the metadata; null removes it.' }),
+    ),
+    enabled: t.Optional(t.Boolean()),
+    level: t.Optional(Integer(MIN_LEVEL, MAX_LEVEL, 'At most the caller’s level.')),
+    expiresIn: t.Optional(t.Number({ multipleOf: 1, minimum: 1, description: 'Seconds from now.' })),
+    ratelimit: t.Optional(
+      t.Union([RateLimit, t.Null()], { description: 'Replaces it (counts start afresh); null removes it.' }),
+    ),
+    credits: t.Optional(
+      t.Union([Credits, t.Null()], {
+        description: 'Replaces them (the refill clock restarts); null removes them.',
+      }),
+    ),
+  },
+  { additionalProperties: false, minProperties: 1, title: 'UpdateKeyRequest' },
+);
 
 export const RotateBody = t.Object(
   {
@@ -187,4 +279,5 @@ export const apiKeyModels = new Elysia({ name: 'keygate.apikey-models' }).model(
   KeyResponse,
   RotateBody,
   RotatedResponse,
+  UpdateKeyRequest,
 });

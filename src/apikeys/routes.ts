@@ -2,7 +2,9 @@
 // checks the service does not make (the `:id` format, the query, the rotate body), and the key events
 // (audit line, metrics) after each committed change.
 import { Elysia, t, ValidationError } from 'elysia';
+import { TypeCompiler } from 'elysia/type-system';
 import type { AuthScheme } from '../auth/schemes';
+import { isLevel } from '../core/levels';
 import { readJsonBody } from '../http/body';
 import { errorResponse, HttpError } from '../http/errors';
 import { contextOf } from '../http/request-context';
@@ -11,13 +13,20 @@ import { decodeCursor, encodeCursor } from './cursor';
 import {
   apiKeyModels,
   CreatedResponse,
+  Credits,
   createKeyBody,
   describeCreateBodyProblem,
   ErrorResponse,
+  nameProblem,
+  propertyRule,
+  RateLimit,
+  SETTING_PROPERTIES,
+  settingRule,
 } from './model';
 import { KEY_ID_PATTERN } from './secrets';
-import type { ApiKeyService } from './service';
+import type { ApiKeyService, KeyPatch } from './service';
 import { MAX_GRACE_PERIOD_SECONDS } from './service';
+import { type KeyMeta, META_MAX_BYTES } from './settings';
 
 export type ApiKeyRoutesOptions = {
   /** `jwt` or `key`: the last path segment, naming the scheme. */
@@ -59,6 +68,7 @@ export function apiKeyRoutes({ suffix, auth, service, events, maxExpiresInSecond
     .post(
       `/apikeys/${suffix}`,
       async ({ caller, body, set, request }) => {
+        if (body.meta !== undefined) assertMeta(body.meta);
         const { id: requestId, signal } = contextOf(request);
         const apikey = await service.createKey(caller, body, signal);
         events.created({ key: apikey.key, userId: apikey.userId, by: caller.by, requestId });
@@ -154,6 +164,30 @@ export function apiKeyRoutes({ suffix, auth, service, events, maxExpiresInSecond
         ),
       },
     )
+    .patch(
+      `/apikeys/:id/${suffix}`,
+      async ({ caller, params, body, request }) => {
+        const { id: requestId, signal } = contextOf(request);
+        const { apikey, row, changed } = await service.updateKey(caller, params.id, body, signal);
+        events.updated({ key: row.id, userId: row.userId, by: caller.by, requestId, changed });
+        return { result: 'success' as const, apikey };
+      },
+      {
+        params: ID_PARAMS,
+        parse: [() => BODY_NOT_READ_YET, 'application/json'],
+        // After the credentials (the scheme's derive runs first): the id, then the body.
+        transform: async (context) => {
+          assertKeyId(context.params.id);
+          context.body = updateBodyOf(await readJsonBody(context.request), maxExpiresInSeconds);
+        },
+        body: 'UpdateKeyRequest',
+        response: { 200: 'KeyResponse', ...errors, 413: ErrorResponse },
+        detail: describe(
+          'Update one of your API keys',
+          'Change name, meta, enabled, level, expiresIn (from now), ratelimit or credits; null removes meta, ratelimit or credits. A key updating itself may only tighten (name, meta, disable itself, a lower level, an earlier expiry); a key with its own rate limit or credits may not update other keys.',
+        ),
+      },
+    )
     .post(
       `/apikeys/:id/rotate/${suffix}`,
       async ({ caller, params, body, set, request }) => {
@@ -187,6 +221,71 @@ export function apiKeyRoutes({ suffix, auth, service, events, maxExpiresInSecond
       },
     );
 }
+
+/** meta is a JSON object of at most META_MAX_BYTES as compact UTF-8 JSON. */
+function assertMeta(meta: unknown): asserts meta is KeyMeta {
+  if (
+    typeof meta !== 'object' ||
+    meta === null ||
+    Array.isArray(meta) ||
+    Buffer.byteLength(JSON.stringify(meta)) > META_MAX_BYTES
+  ) {
+    throw new HttpError(400, settingRule('meta') as string);
+  }
+}
+
+const UPDATE_PROPERTIES = ['name', 'level', 'expiresIn', ...SETTING_PROPERTIES];
+
+/** The update body checked: a JSON object with at least one known property, each value valid. */
+function updateBodyOf(body: unknown, maxExpiresInSeconds: number): KeyPatch {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new HttpError(
+      400,
+      `The body must be a JSON object with at least one of ${UPDATE_PROPERTIES.join(', ')}.`,
+    );
+  }
+  const fields = body as Record<string, unknown>;
+  const names = Object.keys(fields);
+  if (names.length === 0) {
+    throw new HttpError(400, `Nothing to update: send at least one of ${UPDATE_PROPERTIES.join(', ')}.`);
+  }
+  const unknown = names.find((name) => !UPDATE_PROPERTIES.includes(name));
+  if (unknown !== undefined) {
+    throw new HttpError(
+      400,
+      `Unknown property "${unknown.slice(0, 40)}": the body takes only ${UPDATE_PROPERTIES.join(', ')}.`,
+    );
+  }
+  const rule = (name: string) => new HttpError(400, propertyRule(name, maxExpiresInSeconds) as string);
+  const { name, meta, enabled, level, expiresIn, ratelimit, credits } = fields;
+  if ('name' in fields && (typeof name !== 'string' || nameProblem(name) !== undefined)) {
+    throw new HttpError(
+      400,
+      typeof name === 'string' ? (nameProblem(name) as string) : (propertyRule('name', 0) as string),
+    );
+  }
+  if (meta !== undefined && meta !== null) assertMeta(meta);
+  if ('enabled' in fields && typeof enabled !== 'boolean') throw rule('enabled');
+  if ('level' in fields && !isLevel(level)) throw rule('level');
+  if (
+    'expiresIn' in fields &&
+    !(
+      typeof expiresIn === 'number' &&
+      Number.isInteger(expiresIn) &&
+      expiresIn >= 1 &&
+      expiresIn <= maxExpiresInSeconds
+    )
+  ) {
+    throw rule('expiresIn');
+  }
+  if (ratelimit !== undefined && ratelimit !== null && !checkRateLimit(ratelimit)) throw rule('ratelimit');
+  if (credits !== undefined && credits !== null && !checkCredits(credits)) throw rule('credits');
+  return fields as KeyPatch;
+}
+const rateLimitSchema = TypeCompiler.Compile(RateLimit);
+const creditsSchema = TypeCompiler.Compile(Credits);
+const checkRateLimit = (value: unknown) => rateLimitSchema.Check(value);
+const checkCredits = (value: unknown) => creditsSchema.Check(value);
 
 /** A `:id` not of the key format is 400, before anything is looked up. */
 function assertKeyId(id: string): void {

@@ -6,7 +6,14 @@
 import type { Caller } from '../auth/caller';
 import type { Clock } from '../core/clock';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
-import { KeyCapReachedError, KeyNotFoundError, LevelTooHighError, RetiringKeyError } from './errors';
+import {
+  ConstrainedKeyError,
+  KeyCapReachedError,
+  KeyNotFoundError,
+  LevelTooHighError,
+  RetiringKeyError,
+  SelfUpdateError,
+} from './errors';
 import type { KeyCache } from './key-cache';
 import type { ApiKeyView, CreateKeyInput, KeySummary } from './model';
 import {
@@ -17,7 +24,16 @@ import {
   KEY_ID_PATTERN,
   secretMatches,
 } from './secrets';
-import type { ApiKeyRow, ApiKeyStore, ListPosition } from './store';
+import {
+  type CreditsSetting,
+  creditsView,
+  type KeyMeta,
+  metaOf,
+  type RateLimitSetting,
+  rateLimitOf,
+  storedCredits,
+} from './settings';
+import type { ApiKeyRow, ApiKeyStore, KeyUpdate, ListPosition } from './store';
 
 /** The outcome of a key and secret: an unknown key and a wrong secret are the same answer. */
 export type KeyAuthentication =
@@ -36,6 +52,17 @@ export type ApiKeyService = ReturnType<typeof createApiKeyService>;
 
 export const MAX_GRACE_PERIOD_SECONDS = 30 * 24 * 3600;
 
+/** What an update asks for, in the request's terms (expiry as seconds from now). */
+export type KeyPatch = {
+  name?: string;
+  meta?: KeyMeta | null;
+  enabled?: boolean;
+  level?: number;
+  expiresIn?: number;
+  ratelimit?: RateLimitSetting | null;
+  credits?: CreditsSetting | null;
+};
+
 export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiKeyServiceOptions) {
   /** The caller's own live key, or 404 whether it is missing, expired or another user's. */
   async function ownLiveKey(caller: Caller, id: string, action: string): Promise<ApiKeyRow> {
@@ -47,6 +74,13 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
       );
     }
     return row;
+  }
+
+  /** A retiring key acts on no key; a constrained one on no key but itself. */
+  function mayActOn(caller: Caller, action: string, targetId?: string): void {
+    if (caller.key === undefined) return;
+    if (caller.key.retiring) throw new RetiringKeyError(action);
+    if (caller.key.constrained && caller.key.id !== targetId) throw new ConstrainedKeyError(action);
   }
 
   return {
@@ -64,7 +98,7 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
     },
 
     async createKey(caller: Caller, input: CreateKeyInput, signal?: AbortSignal): Promise<ApiKeyView> {
-      if (caller.retiring) throw new RetiringKeyError('create');
+      mayActOn(caller, 'create');
       if (input.level > caller.level) {
         throw new LevelTooHighError(`You may create keys up to level ${caller.level}, not ${input.level}.`);
       }
@@ -75,11 +109,23 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
         name: input.name,
         createdAt: now,
         expiresAt: now + input.expiresIn * 1000,
+        enabled: input.enabled ?? true,
+        meta: input.meta === undefined ? null : JSON.stringify(input.meta),
+        ratelimitLimit: input.ratelimit?.limit ?? null,
+        ratelimitDuration: input.ratelimit?.duration ?? null,
+        credits: input.credits === undefined ? null : storedCredits(input.credits, now),
       });
       if ((await store.insertKeyWithinLimit(row, maxKeysPerUser, signal)) === 'limit-reached') {
         throw new KeyCapReachedError(maxKeysPerUser);
       }
-      return createdView(row, secret);
+      // The six fields, and exactly the settings the request gave.
+      return {
+        ...createdView(row, secret),
+        ...(input.meta === undefined ? {} : { meta: input.meta }),
+        ...(input.enabled === undefined ? {} : { enabled: input.enabled }),
+        ...(input.ratelimit === undefined ? {} : { ratelimit: input.ratelimit }),
+        ...(input.credits === undefined ? {} : { credits: input.credits }),
+      };
     },
 
     /** Resolves with the deleted row once its removal is committed. */
@@ -90,7 +136,7 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
     },
 
     async getKey(caller: Caller, id: string): Promise<KeySummary> {
-      return summaryOf(await ownLiveKey(caller, id, 'see'));
+      return summaryOf(await ownLiveKey(caller, id, 'see'), clock());
     },
 
     /** One page of the caller's live keys at or below its level, newest first. */
@@ -98,9 +144,10 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
       caller: Caller,
       { limit, after }: { limit: number; after: ListPosition | undefined },
     ): Promise<{ items: KeySummary[]; next: ListPosition | null }> {
+      const now = clock();
       const rows = await store.listLiveKeys({
         userId: caller.userId,
-        now: clock(),
+        now,
         maxLevel: caller.level,
         after,
         limit: limit + 1,
@@ -108,15 +155,57 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
       const page = rows.slice(0, limit);
       const last = page.at(-1);
       const next = rows.length > limit && last ? { createdAt: last.createdAt, id: last.id } : null;
-      return { items: page.map(summaryOf), next };
+      return { items: page.map((row) => summaryOf(row, now)), next };
     },
 
     /**
-     * A new key with the old one's name, level, user and expiry; the old one expires at
-     * min(its expiry, now + grace). Checks in the contract's order: 404, level 403, cap 409.
+     * Checks in the contract's order: 404, level (the key's, or the new one, above the caller's:
+     * 403), then who may change what (403): a retiring key changes nothing; a constrained key no other
+     * key; a key changing itself only its name and meta, disabling itself, its level downwards and
+     * its expiry earlier. Resolves with the key as updated, and the names of the properties changed.
+     */
+    async updateKey(caller: Caller, id: string, patch: KeyPatch, signal?: AbortSignal) {
+      const row = await ownLiveKey(caller, id, 'update');
+      if (patch.level !== undefined && patch.level > caller.level) {
+        throw new LevelTooHighError(`You may set levels up to ${caller.level}, not ${patch.level}.`);
+      }
+      mayActOn(caller, 'update', id);
+      const now = clock();
+      const expiresAt = patch.expiresIn === undefined ? undefined : now + patch.expiresIn * 1000;
+      if (caller.key?.id === id) {
+        const loosening =
+          patch.ratelimit !== undefined ||
+          patch.credits !== undefined ||
+          patch.enabled === true ||
+          (patch.level !== undefined && patch.level > row.level) ||
+          (expiresAt !== undefined && expiresAt > row.expiresAt);
+        if (loosening) throw new SelfUpdateError();
+      }
+      const update: KeyUpdate = {
+        ...(patch.name === undefined ? {} : { name: patch.name }),
+        ...(patch.meta === undefined
+          ? {}
+          : { meta: patch.meta === null ? null : JSON.stringify(patch.meta) }),
+        ...(patch.enabled === undefined ? {} : { enabled: patch.enabled }),
+        ...(patch.level === undefined ? {} : { level: patch.level }),
+        ...(expiresAt === undefined ? {} : { expiresAt }),
+        ...(patch.ratelimit === undefined ? {} : { ratelimit: patch.ratelimit }),
+        ...(patch.credits === undefined
+          ? {}
+          : { credits: patch.credits === null ? null : storedCredits(patch.credits, now) }),
+      };
+      const updated = await store.updateKey(id, update, now, signal);
+      if (updated === undefined) throw new KeyNotFoundError();
+      return { apikey: summaryOf(updated, now), row: updated, changed: Object.keys(patch) };
+    },
+
+    /**
+     * A new key with the old one's name, level, user, expiry and settings, sharing its lineage's rate
+     * limit and credits; the old one expires at min(its expiry, now + grace). Checks in the contract's
+     * order: 404, level 403, cap 409.
      */
     async rotateKey(caller: Caller, id: string, gracePeriodSeconds: number, signal?: AbortSignal) {
-      if (caller.retiring) throw new RetiringKeyError('rotate');
+      mayActOn(caller, 'rotate', id);
       const previous = await ownLiveKey(caller, id, 'rotate');
       const now = clock();
       const { row, secret } = newKey({
@@ -127,6 +216,10 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
         expiresAt: previous.expiresAt,
         // The chain's first key names it: old and new share its limits and credits.
         lineage: previous.lineage ?? previous.id,
+        enabled: previous.enabled ?? true,
+        meta: previous.meta ?? null,
+        ratelimitLimit: previous.ratelimitLimit ?? null,
+        ratelimitDuration: previous.ratelimitDuration ?? null,
       });
       const previousExpiresAt = Math.min(previous.expiresAt, now + gracePeriodSeconds * 1000);
       const outcome = await store.rotateKey(
@@ -141,8 +234,10 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
       );
       if (outcome === 'not-found') throw new KeyNotFoundError();
       if (outcome === 'limit-reached') throw new KeyCapReachedError(maxKeysPerUser);
+      const settings = settingsView({ ...row, credits: previous.credits }, now);
+      const { enabled, ...carried } = settings;
       return {
-        apikey: createdView(row, secret),
+        apikey: { ...createdView(row, secret), ...carried, ...(enabled ? {} : { enabled }) },
         previous: { key: previous.id, expiresAt: new Date(previousExpiresAt).toISOString() },
       };
     },
@@ -176,7 +271,21 @@ function createdView(row: ApiKeyRow, secret: string): ApiKeyView {
   };
 }
 
-function summaryOf(row: ApiKeyRow): KeySummary {
+/** enabled always; meta, ratelimit and credits when the key has them. */
+function settingsView(row: ApiKeyRow, now: number) {
+  const meta = metaOf(row);
+  const ratelimit = rateLimitOf(row);
+  return {
+    enabled: row.enabled ?? true,
+    ...(meta === undefined ? {} : { meta }),
+    ...(ratelimit === undefined ? {} : { ratelimit }),
+    ...(row.credits ? { credits: creditsView(row.credits, now) } : {}),
+  };
+}
+
+/** Key info: never a secret or a hash. */
+export function summaryOf(row: ApiKeyRow, now: number): KeySummary {
+  const { enabled, ...settings } = settingsView(row, now);
   return {
     key: row.id,
     name: row.name,
@@ -184,5 +293,8 @@ function summaryOf(row: ApiKeyRow): KeySummary {
     userId: row.userId,
     createdAt: new Date(row.createdAt).toISOString(),
     expiresAt: new Date(row.expiresAt).toISOString(),
+    enabled,
+    lastUsedAt: row.lastUsedAt == null ? null : new Date(row.lastUsedAt).toISOString(),
+    ...settings,
   };
 }

@@ -36,6 +36,6 @@ export function jwtAuth(jwt: JwtAuthority): AuthScheme {
       throw new HttpError(403, 'The token is not valid.');
     }
     const { userId, level } = check.identity;
-    return { userId, level, by: `jwt:${userId}`, retiring: false };
+    return { userId, level, by: `jwt:${userId}` };
   });
 }

@@ -133,6 +133,7 @@ export function createMetrics(options: {
       created: () => keysCreated.inc(),
       deleted: () => keysDeleted.inc({ reason: 'revoked' }),
       rotated: () => keysRotated.inc(),
+      updated: () => undefined,
     } as KeyEvents,
     verification(path: VerificationPath, scheme: VerificationScheme, code: string): void {
       verifications.inc({ path, scheme, code });

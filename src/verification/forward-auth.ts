@@ -76,12 +76,15 @@ function verdictOf(
     onVerdict?.('none', 'NO_CREDENTIALS');
     throw new HttpError(401, NO_CREDENTIALS, {
       'www-authenticate': 'Bearer realm="keygate", Basic realm="keygate"',
+      'x-keygate-code': 'MISSING_CREDENTIAL',
     });
   }
   const scheme = bearer.kind === 'absent' ? 'key' : 'jwt';
   if (bearer.kind === 'malformed' || key?.kind === 'malformed') {
     onVerdict?.(scheme, 'MALFORMED');
-    throw new HttpError(403, 'The credential headers are malformed.');
+    throw new HttpError(403, 'The credential headers are malformed.', {
+      'x-keygate-code': scheme === 'jwt' ? 'INVALID_TOKEN' : 'NOT_FOUND',
+    });
   }
   let verdict: SyncOrAsync<Verdict>;
   if (bearer.kind === 'bearer') verdict = verifier.verifyToken(bearer.token, 0);
@@ -141,6 +144,8 @@ function refusal(verdict: Verdict): string {
       return 'The token is not valid.';
     case 'EXPIRED':
       return 'The API key has expired.';
+    case 'DISABLED':
+      return 'The API key is disabled.';
     case 'NOT_FOUND':
       return 'The API key or secret is not valid.';
     default:
@@ -150,7 +155,8 @@ function refusal(verdict: Verdict): string {
 
 /** The allow answer, its headers added to the edge's in this order; a refusal is a 403. */
 function allowed(verdict: Verdict, headers: Record<string, string>): Response {
-  if (!verdict.valid) throw new HttpError(403, refusal(verdict));
+  // Every deny names its verification code, for a proxy to act on (nginx: auth_request_set).
+  if (!verdict.valid) throw new HttpError(403, refusal(verdict), { 'x-keygate-code': verdict.code });
   const { principal } = verdict;
   headers['content-type'] = 'application/json';
   headers['cache-control'] = 'no-store';

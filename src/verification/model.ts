@@ -1,7 +1,7 @@
 // The shapes of verify and forward-auth as `t` schemas: for the OpenAPI document (the routes read
 // and write their bodies themselves, on the hot path).
 import { Elysia, t } from 'elysia';
-import { WholeNumber } from '../apikeys/model';
+import { KeyMeta, WholeNumber } from '../apikeys/model';
 import { MAX_LEVEL, MIN_LEVEL } from '../core/levels';
 
 export const Principal = t.Union([
@@ -12,6 +12,7 @@ export const Principal = t.Union([
     level: WholeNumber(),
     name: t.String(),
     expiresAt: t.String(),
+    meta: t.Optional(KeyMeta),
   }),
   t.Object({ type: t.Literal('jwt'), userId: WholeNumber(), level: WholeNumber(), expiresAt: t.String() }),
 ]);
@@ -34,7 +35,7 @@ export const VerifyResponse = t.Object({
   valid: t.Boolean(),
   code: t.String({
     description:
-      'VALID, NOT_FOUND, EXPIRED, INVALID_TOKEN or INSUFFICIENT_LEVEL; treat any other as invalid.',
+      'VALID, NOT_FOUND, EXPIRED, DISABLED, INVALID_TOKEN, INSUFFICIENT_LEVEL, RATE_LIMITED or USAGE_EXCEEDED; treat any other as invalid.',
   }),
   principal: t.Optional(Principal),
 });

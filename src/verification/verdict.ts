@@ -2,17 +2,26 @@
 // A key is authenticated by the apikeys service (the key cache, one hash, one compare), a token by
 // the JwtAuthority; the verdict is then judged against the level asked for.
 import type { ApiKeyService, KeyAuthentication } from '../apikeys/service';
+import { type KeyMeta, metaOf } from '../apikeys/settings';
 import type { ApiKeyRow } from '../apikeys/store';
 import type { JwtAuthority, TokenIdentity, TokenRefusal } from '../auth/jwt';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
 
 export type Principal =
-  | { type: 'key'; key: string; userId: number; level: number; name: string; expiresAt: string }
+  | {
+      type: 'key';
+      key: string;
+      userId: number;
+      level: number;
+      name: string;
+      expiresAt: string;
+      meta?: KeyMeta;
+    }
   | { type: 'jwt'; userId: number; level: number; expiresAt: string };
 
 export type Verdict =
   | { valid: true; code: 'VALID'; principal: Principal }
-  | { valid: false; code: 'INSUFFICIENT_LEVEL'; principal: Principal }
+  | { valid: false; code: 'INSUFFICIENT_LEVEL' | 'DISABLED'; principal: Principal }
   | { valid: false; code: 'NOT_FOUND' | 'EXPIRED' }
   /** `reason` is for the request's log line only (LOG_LEVEL=debug), never for the answer. */
   | { valid: false; code: 'INVALID_TOKEN'; reason: TokenRefusal };
@@ -50,6 +59,10 @@ export function createVerifier({
 function keyVerdict(outcome: KeyAuthentication, minLevel: number): Verdict {
   if (outcome.status === 'not-found') return { valid: false, code: 'NOT_FOUND' };
   if (outcome.status === 'expired') return { valid: false, code: 'EXPIRED' };
+  // Said only when the secret matched, as EXPIRED is: the holder learns what using the key would.
+  if (outcome.row.enabled === false) {
+    return { valid: false, code: 'DISABLED', principal: keyPrincipal(outcome.row) };
+  }
   return judged(keyPrincipal(outcome.row), minLevel);
 }
 
@@ -61,7 +74,7 @@ export function judged(principal: Principal, minLevel: number): Verdict {
 }
 
 export function keyPrincipal(row: ApiKeyRow): Principal {
-  return {
+  const principal: Principal = {
     type: 'key',
     key: row.id,
     userId: row.userId,
@@ -69,6 +82,19 @@ export function keyPrincipal(row: ApiKeyRow): Principal {
     name: row.name,
     expiresAt: new Date(row.expiresAt).toISOString(),
   };
+  if (row.meta != null) principal.meta = parsedMeta(row);
+  return principal;
+}
+
+// A cached row keeps its parsed meta: a key with meta costs one JSON.parse per cache fill, not per verify.
+const metas = new WeakMap<ApiKeyRow, KeyMeta>();
+function parsedMeta(row: ApiKeyRow): KeyMeta {
+  let meta = metas.get(row);
+  if (meta === undefined) {
+    meta = metaOf(row) as KeyMeta;
+    metas.set(row, meta);
+  }
+  return meta;
 }
 
 export function tokenPrincipal(identity: TokenIdentity): Principal {

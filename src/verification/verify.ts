@@ -65,7 +65,7 @@ export function verifyRoutes(answer: ReturnType<typeof verifyAnswer>) {
     detail: {
       summary: 'Verify a key and secret, or a token',
       description:
-        'No caller authentication. Always 200 for a well-formed body: valid true with code VALID, or valid false with NOT_FOUND, EXPIRED, INVALID_TOKEN or INSUFFICIENT_LEVEL.',
+        'No caller authentication. Always 200 for a well-formed body: valid true with code VALID, or valid false with NOT_FOUND, EXPIRED, DISABLED, INVALID_TOKEN, INSUFFICIENT_LEVEL, RATE_LIMITED or USAGE_EXCEEDED.',
       tags: ['Verification'],
       requestBody: {
         description: VerifyBody.description,

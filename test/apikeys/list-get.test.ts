@@ -49,6 +49,8 @@ describe.each(SCHEMES)('GET /apikeys/%s (list)', (scheme) => {
         userId: 42,
         createdAt: new Date(k.time.now - 1000).toISOString(),
         expiresAt: newer.expiresAt,
+        enabled: true,
+        lastUsedAt: null,
       },
       {
         key: older.key,
@@ -57,6 +59,8 @@ describe.each(SCHEMES)('GET /apikeys/%s (list)', (scheme) => {
         userId: 42,
         createdAt: new Date(k.time.now - 2000).toISOString(),
         expiresAt: older.expiresAt,
+        enabled: true,
+        lastUsedAt: null,
       },
     ]);
     expect(response.json.nextCursor).toBeNull();
@@ -181,6 +185,8 @@ describe.each(SCHEMES)('GET /apikeys/:id/%s (get)', (scheme) => {
         userId: 42,
         createdAt: new Date(k.time.now).toISOString(),
         expiresAt: key.expiresAt,
+        enabled: true,
+        lastUsedAt: null,
       },
     });
     expect(response.text).not.toContain(key.secret);

@@ -1413,7 +1413,8 @@ function checkForwardAuth(
   if (status !== want) v(`forward-auth answered ${status}, the model expects ${want}`);
 }
 
-const LIST_ITEM_FIELDS = 'createdAt,expiresAt,key,level,name,userId';
+// The fuzzer's keys carry no meta, rate limit or credits: key info has its always-present fields only.
+const LIST_ITEM_FIELDS = 'createdAt,enabled,expiresAt,key,lastUsedAt,level,name,userId';
 
 /** List: only the caller's own live keys at or below its level, no secret; all of them on one full page. */
 function checkList(world: World, sent: Sent, json: unknown, burst: boolean, v: Report): void {

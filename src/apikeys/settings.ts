@@ -1,0 +1,57 @@
+// A key's settings beyond name, level and expiry: free-form metadata, enabled, its own rate limit and
+// its credits; how they are stored and how key info shows them. No HTTP, no SQL.
+import type { ApiKeyRow, StoredCredits } from './store';
+
+export type RateLimitSetting = { limit: number; duration: number };
+export type CreditsSetting = { remaining: number; refill?: { amount: number; interval: number } };
+export type KeyMeta = Record<string, unknown>;
+
+/** The optional settings of a create (absent: none, and enabled). */
+export type KeySettings = {
+  meta?: KeyMeta;
+  enabled?: boolean;
+  ratelimit?: RateLimitSetting;
+  credits?: CreditsSetting;
+};
+
+export const META_MAX_BYTES = 2048;
+
+/** Credits as stored: set at `now`, which starts the refill clock. */
+export function storedCredits(credits: CreditsSetting, now: number): StoredCredits {
+  return {
+    remaining: credits.remaining,
+    refillAmount: credits.refill?.amount ?? null,
+    refillInterval: credits.refill?.interval ?? null,
+    refilledAt: now,
+  };
+}
+
+/** The remaining count at `now`: a refill that is due sets it to the refill's amount. */
+export function effectiveRemaining(credits: StoredCredits, now: number): number {
+  const { refillAmount, refillInterval, refilledAt } = credits;
+  if (refillAmount === null || refillInterval === null) return credits.remaining;
+  return now >= refilledAt + refillInterval * 1000 ? refillAmount : credits.remaining;
+}
+
+/** Credits as key info shows them: the remaining count and the refill when there is one. */
+export function creditsView(credits: StoredCredits, now: number): CreditsSetting {
+  const remaining = effectiveRemaining(credits, now);
+  return credits.refillAmount === null || credits.refillInterval === null
+    ? { remaining }
+    : { remaining, refill: { amount: credits.refillAmount, interval: credits.refillInterval } };
+}
+
+export function rateLimitOf(row: ApiKeyRow): RateLimitSetting | undefined {
+  return row.ratelimitLimit == null || row.ratelimitDuration == null
+    ? undefined
+    : { limit: row.ratelimitLimit, duration: row.ratelimitDuration };
+}
+
+export function metaOf(row: ApiKeyRow): KeyMeta | undefined {
+  return row.meta == null ? undefined : (JSON.parse(row.meta) as KeyMeta);
+}
+
+/** A key with its own rate limit or credits (the operator's RATE_LIMIT does not count). */
+export function isConstrained(row: ApiKeyRow): boolean {
+  return rateLimitOf(row) !== undefined || row.credits != null;
+}
