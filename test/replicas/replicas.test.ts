@@ -73,6 +73,34 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('replicas on one PostgreSQL database
     await sql.close();
   }, 60_000);
 
+  it('an update on one replica is applied by the others within a second, whatever their cache', async () => {
+    const { url, sql } = await emptyDatabase();
+    const [a, b] = (await replicas(url, 2, { KEY_CACHE_SECONDS: '3600' })) as [Replica, Replica];
+    const headers = await bearerFor(8);
+    const created = (await a.req('POST', '/apikeys/jwt', { headers, body: createBody })).json.apikey;
+    const verify = () =>
+      b.req('POST', '/apikeys/verify', { body: { key: created.key, secret: created.secret } });
+    expect((await verify()).json.code).toBe('VALID'); // now cached on b
+    const disabled = await a.req('PATCH', `/apikeys/${created.key}/jwt`, {
+      headers,
+      body: { enabled: false, meta: { tenant: 'acme' } },
+    });
+    expect(disabled.status).toBe(200);
+    const ms = await within(1000, async () => (await verify()).json.code === 'DISABLED');
+    expect((await verify()).json.principal.meta).toEqual({ tenant: 'acme' });
+    expect(ms).toBeLessThan(1000);
+    expect(
+      (await b.req('PATCH', `/apikeys/${created.key}/jwt`, { headers, body: { enabled: true } })).status,
+    ).toBe(200);
+    await within(
+      1000,
+      async () =>
+        (await a.req('POST', '/apikeys/verify', { body: { key: created.key, secret: created.secret } })).json
+          .code === 'VALID',
+    );
+    await sql.close();
+  }, 60_000);
+
   it('the per-user cap holds under concurrent creates spread over three replicas', async () => {
     const { url, sql } = await emptyDatabase();
     const three = await replicas(url, 3, { MAX_KEYS_PER_USER: '20' });
