@@ -3,6 +3,7 @@
 // place that picks the store for the engine DATABASE_URL names (config.ts parses it); nothing below
 // the store knows which runs.
 import type { Database } from 'bun:sqlite';
+import type { SQL } from 'bun';
 import { createKeyCache } from './apikeys/key-cache';
 import { createApiKeyService } from './apikeys/service';
 import type { ApiKeyStore } from './apikeys/store';
@@ -30,13 +31,8 @@ export type OpenedStore = {
   database: string;
   /** How many migrations the database has applied. */
   appliedMigrations(): Promise<number>;
-  /**
-   * Runs raw SQL with `$1`-style parameters on the engine underneath: for tests and benchmarks that
-   * must reach past the store (seeding, inspecting); never used by the service.
-   */
-  rawQuery(query: string, params?: unknown[]): Promise<Record<string, unknown>[]>;
-  /** The bun:sqlite handle on SQLite (fault tests hold its locks), undefined on PostgreSQL. */
-  sqlite: Database | undefined;
+  /** The engine's own client, for what must reach past the store (a backup, tests); never the rules. */
+  client: { engine: 'sqlite'; sqlite: Database } | { engine: 'postgres'; sql: SQL };
 };
 
 /** Opens the database DATABASE_URL names (migrating it first) and its store. */
@@ -47,7 +43,10 @@ export async function openStore(
     onCommit,
     onWrite,
     logger,
+    writeLockWaitMs,
   }: {
+    /** SQLite: how long writes wait for another process's write lock before they answer 503. */
+    writeLockWaitMs?: number;
     /**
      * A long-lived keygate (off for one-shot commands such as purge): on PostgreSQL it subscribes to
      * other replicas' changes, on SQLite its WAL checkpoints run on a thread of their own.
@@ -69,8 +68,7 @@ export async function openStore(
       store: await createPostgresApiKeyStore(db, { listen: serving, logger, onWrite }),
       database: database.redacted,
       appliedMigrations: () => appliedPostgresMigrationCount(db),
-      rawQuery: (query, params = []) => db.$client.unsafe(query, params as never[]),
-      sqlite: undefined,
+      client: { engine: 'postgres', sql: db.$client },
     };
   }
   const db = openDatabase(database.path);
@@ -80,16 +78,10 @@ export async function openStore(
       : undefined;
   return {
     engine: 'sqlite',
-    store: createSqliteApiKeyStore(db, { onCommit, backgroundCheckpoints }),
+    store: createSqliteApiKeyStore(db, { onCommit, backgroundCheckpoints, writeLockWaitMs }),
     database: database.path,
     appliedMigrations: async () => appliedMigrationCount(db),
-    // bun:sqlite numbers its parameters ?1, ?2…
-    rawQuery: async (query, params = []) =>
-      db.$client.query(query.replace(/\$(\d+)/g, '?$1')).all(...(params as never[])) as Record<
-        string,
-        unknown
-      >[],
-    sqlite: db.$client,
+    client: { engine: 'sqlite', sqlite: db.$client },
   };
 }
 
@@ -102,7 +94,10 @@ export async function createKeygate(
     logger,
     clock = systemClock,
     advertiseKeepAlive = false,
+    writeLockWaitMs,
   }: {
+    /** SQLite: how long writes wait for another process's write lock (default 2 s). */
+    writeLockWaitMs?: number;
     /** The HS256 secret (see jwt-secret.ts); unused when tokens come from an identity provider. */
     jwtSecret?: string;
     logger: Logger;
@@ -127,6 +122,7 @@ export async function createKeygate(
     onCommit: metrics?.commitObserved,
     onWrite: metrics?.writeObserved,
     logger,
+    writeLockWaitMs,
   });
   const { store } = opened;
   const keys = createKeyCache({
@@ -165,8 +161,7 @@ export async function createKeygate(
   return {
     engine: opened.engine,
     database: opened.database,
-    rawQuery: opened.rawQuery,
-    sqlite: opened.sqlite,
+    client: opened.client,
     store,
     keys,
     service,

@@ -19,7 +19,7 @@ export function readJsonBody(request: Request): Promise<unknown> {
   if (!JSON_CONTENT_TYPE.test(contentType)) {
     return Promise.reject(new HttpError(400, 'The Content-Type must be application/json.'));
   }
-  // The body is decoded as UTF-8 (RFC 8259 §8.1): a request that says it is in another charset is
+  // The body is decoded as UTF-8 (RFC 8259, section 8.1): a request that says it is in another charset is
   // refused rather than silently decoded as something it says it is not.
   const charset = charsetOf(contentType);
   if (charset !== undefined && charset.toLowerCase() !== 'utf-8') {

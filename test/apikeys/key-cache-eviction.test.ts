@@ -1,8 +1,10 @@
 // The key cache inside keygate: every path that authenticates a key sees a delete, a rotation or a
 // purge on the very next request; a change the store did not announce lasts at most KEY_CACHE_SECONDS.
+
 import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import { purgeExpiredKeys } from '../../src/jobs/purge';
 import { type TestKeygate, testKeygate } from '../support/keygate';
+import { rawQuery } from '../support/raw-query';
 
 let k: TestKeygate;
 beforeEach(async () => {
@@ -86,7 +88,7 @@ describe('key cache eviction', () => {
         .level,
     ).toBe(2);
     // Another process changes the row behind this one's back (as a replica would without NOTIFY).
-    await k.keygate.rawQuery('UPDATE api_keys SET level = 5 WHERE id = $1', [key.key]);
+    await rawQuery(k.keygate, 'UPDATE api_keys SET level = 5 WHERE id = $1', [key.key]);
     const level = async () =>
       (await k.req('POST', '/apikeys/verify', { body: { key: key.key, secret: key.secret } })).json.principal
         .level;

@@ -1,6 +1,7 @@
 // WAL checkpoints on their own thread: a serving keygate's commits reach the database file without
 // SQLite's automatic checkpoint, which comes back whenever the thread is not running; a long WAL is
 // restarted while the writes are held.
+
 import { afterAll, describe, expect, it } from 'bun:test';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +10,7 @@ import { AUTOCHECKPOINT_PAGES, checkpointInBackground } from '../../src/db/sqlit
 import { openDatabase } from '../../src/db/sqlite/open';
 import { openStore } from '../../src/keygate';
 import { reachesDatabaseFile } from '../support/database-file';
+import { sqliteOf } from '../support/raw-query';
 import { id, row } from '../support/rows';
 
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-checkpoints-'));
@@ -24,29 +26,29 @@ const RESTART_AFTER = 256;
 describe('a serving keygate on SQLite', () => {
   it('turns the automatic checkpoint off and checkpoints each commit into the file from its own thread', async () => {
     const path = tempDb();
-    const { store, sqlite } = await openStore({ database: { engine: 'sqlite', path }, databasePoolSize: 1 });
+    const opened = await openStore({ database: { engine: 'sqlite', path }, databasePoolSize: 1 });
     try {
       // One small commit: far below the 1000 pages after which SQLite itself would checkpoint.
-      await store.insertKeyWithinLimit(row(id(1)), 10);
+      await opened.store.insertKeyWithinLimit(row(id(1)), 10);
       expect(await reachesDatabaseFile(path, id(1))).toBe(true);
-      expect(autocheckpoint(sqlite as never)).toBe(0);
+      expect(autocheckpoint(sqliteOf(opened) as never)).toBe(0);
     } finally {
-      await store.close();
+      await opened.store.close();
     }
   });
 
   it('leaves the automatic checkpoint on for a one-shot command', async () => {
     const path = tempDb();
-    const { store, sqlite } = await openStore(
+    const opened = await openStore(
       { database: { engine: 'sqlite', path }, databasePoolSize: 1 },
       { serving: false },
     );
     try {
-      expect(autocheckpoint(sqlite as never)).toBe(AUTOCHECKPOINT_PAGES);
-      await store.insertKeyWithinLimit(row(id(2)), 10);
+      expect(autocheckpoint(sqliteOf(opened) as never)).toBe(AUTOCHECKPOINT_PAGES);
+      await opened.store.insertKeyWithinLimit(row(id(2)), 10);
       expect(readFileSync(path).includes(id(2))).toBe(false);
     } finally {
-      await store.close();
+      await opened.store.close();
     }
   });
 });

@@ -2,6 +2,7 @@
 // writes succeed again once space returns, with nothing acknowledged lost; the writable gauge tells
 // operators while /health, which only needs reads, stays 200. Needs root to mount a
 // small tmpfs as the data directory; skipped, with the reason, otherwise.
+
 import type { Database } from 'bun:sqlite';
 import { afterAll, describe, expect, it } from 'bun:test';
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
@@ -11,6 +12,7 @@ import { hashSecret } from '../../src/apikeys/secrets';
 import { loadConfig } from '../../src/config';
 import { createLogger } from '../../src/core/log';
 import { createKeygate } from '../../src/keygate';
+import { sqliteOf } from '../support/raw-query';
 
 type Created = { apikey: { key: string; secret: string } };
 
@@ -110,7 +112,7 @@ describe.skipIf(cannotMount !== null)('a full disk', () => {
       expect(resumed.status).toBe(201);
       acknowledged.push(((await resumed.json()) as Created).apikey);
 
-      const find = (keygate.sqlite as Database).query(
+      const find = (sqliteOf(keygate) as Database).query(
         'SELECT secret_hash AS hash FROM api_keys WHERE id = ?',
       );
       for (const k of acknowledged) {
@@ -118,7 +120,7 @@ describe.skipIf(cannotMount !== null)('a full disk', () => {
         expect(row && Buffer.from(row.hash).equals(hashSecret(k.secret))).toBe(true);
       }
       find.finalize();
-      const integrity = (keygate.sqlite as Database).query('PRAGMA integrity_check').get() as {
+      const integrity = (sqliteOf(keygate) as Database).query('PRAGMA integrity_check').get() as {
         integrity_check: string;
       };
       expect(integrity.integrity_check).toBe('ok');

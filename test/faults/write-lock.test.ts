@@ -10,17 +10,20 @@ import { join } from 'node:path';
 import { hashSecret } from '../../src/apikeys/secrets';
 import { loadConfig } from '../../src/config';
 import { createLogger } from '../../src/core/log';
-import { WRITE_LOCK_WAIT_MS } from '../../src/db/sqlite/group-commit';
 import { createKeygate } from '../../src/keygate';
+import { sqliteOf } from '../support/raw-query';
 
 type Created = { apikey: { key: string; secret: string } };
 
 const JWT_SECRET = 'write-lock-tests-secret-at-least-32-bytes';
 const dir = mkdtempSync(join(tmpdir(), 'keygate-lock-'));
 const path = join(dir, 'keygate.db');
+// The wait is injected short, so the test does not spend the default 2 s of real time waiting.
+const WRITE_LOCK_WAIT_MS = 200;
 const keygate = await createKeygate(loadConfig({ DATABASE_URL: path, JWT_SECRET }), {
   jwtSecret: JWT_SECRET,
   logger: createLogger('silent'),
+  writeLockWaitMs: WRITE_LOCK_WAIT_MS,
 });
 let bearer: Record<string, string>;
 beforeAll(async () => {
@@ -85,7 +88,7 @@ it('writes answer 503 after busy_timeout while another connection holds the lock
   // Released: writes succeed again without a restart; the refused delete did not happen.
   expect((await create()).status).toBe(201);
   expect((await send('DELETE', `/apikeys/${victim.key}/jwt`, bearer)).status).toBe(204);
-  const rows = (keygate.sqlite as Database)
+  const rows = (sqliteOf(keygate) as Database)
     .query('SELECT id, secret_hash AS hash FROM api_keys')
     .all() as Array<{
     id: string;

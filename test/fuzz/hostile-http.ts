@@ -9,6 +9,7 @@ import { SignJWT } from 'jose';
 import { type Config, loadConfig } from '../../src/config';
 import { createLogger, type Logger } from '../../src/core/log';
 import { createKeygate, type Keygate } from '../../src/keygate';
+import { sqliteOf } from '../support/raw-query';
 
 export const FUZZ_JWT_SECRET = 'fuzz-secret-that-is-at-least-32-bytes-long!!';
 const OTHER_SECRET = 'another-secret-that-is-at-least-32-bytes-long';
@@ -1524,7 +1525,7 @@ function checkRotated(
 
 /** The database holds exactly the keys acknowledged as created and not acknowledged as deleted. */
 function checkDatabase(world: World): void {
-  const rows = (world.keygate.sqlite as Database)
+  const rows = (sqliteOf(world.keygate) as Database)
     .query('SELECT id, secret_hash AS hash, user_id AS userId, level, expires_at AS expiresAt FROM api_keys')
     .all() as Array<{
     id: string;

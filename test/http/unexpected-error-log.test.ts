@@ -1,11 +1,13 @@
 // An unexpected store failure answers 500 and logs one line that says what failed (the error's name,
 // the engine's code and message, stack frames) but never the query text or its parameters: a failed
 // query's user id and key id must not reach the log.
+
 import { describe, expect, it } from 'bun:test';
 import { DrizzleQueryError } from 'drizzle-orm/errors';
 import { errorFields } from '../../src/core/log';
 import { testKeygate } from '../support/keygate';
 import { TEST_ENGINE } from '../support/postgres';
+import { rawQuery } from '../support/raw-query';
 
 const USER_ID = 48_213;
 const KEY_ID = 'kg_7Qm2ZxR9vLp4Tn8WcY3bKd';
@@ -67,7 +69,7 @@ describe('the log line of an unexpected error', () => {
     async () => {
       const kg = await testKeygate();
       // A fault of keygate's, not the database's availability: the table it reads is not there.
-      await kg.keygate.rawQuery('ALTER TABLE api_keys RENAME TO api_keys_elsewhere');
+      await rawQuery(kg.keygate, 'ALTER TABLE api_keys RENAME TO api_keys_elsewhere');
       const response = await kg.req('DELETE', `/apikeys/${KEY_ID}/jwt`, {
         headers: await kg.bearer(USER_ID),
       });

@@ -1,8 +1,10 @@
 // The purge: removes expired keys only, in batches, with an injected clock.
+
 import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
 import { createLogger } from '../../src/core/log';
 import { PURGE_PAUSE_MS, purgeExpiredKeys, startPurgeTimer } from '../../src/jobs/purge';
 import { type TestKeygate, testKeygate } from '../support/keygate';
+import { rawQuery } from '../support/raw-query';
 
 let k: TestKeygate;
 beforeEach(async () => {
@@ -10,7 +12,7 @@ beforeEach(async () => {
 });
 afterEach(() => k.close());
 
-const count = async () => Number((await k.keygate.rawQuery('SELECT count(*) AS n FROM api_keys'))[0]?.n);
+const count = async () => Number((await rawQuery(k.keygate, 'SELECT count(*) AS n FROM api_keys'))[0]?.n);
 
 describe('purgeExpiredKeys', () => {
   it('removes keys at or past their expiry and keeps the live ones', async () => {

@@ -1,11 +1,13 @@
 // Metrics (docs/metrics.md): what is counted, by which labels, that no key, user or address becomes a
 // label, that they cost nothing when off, and the second listener over a real socket.
+
 import { afterEach, describe, expect, it } from 'bun:test';
 import { loadConfig } from '../../src/config';
 import { createLogger } from '../../src/core/log';
 import { createMetrics } from '../../src/metrics/metrics';
 import { type RunningServer, serve } from '../../src/serve';
 import { JWT_SECRET, type TestKeygate, testKeygate } from '../support/keygate';
+import { sqliteOf } from '../support/raw-query';
 
 type Sample = { name: string; labels: Record<string, string>; value: number };
 
@@ -243,7 +245,7 @@ describe('metrics through the API', () => {
     expect(up.find((sample) => sample.name === 'keygate_build_info')?.labels.version).toMatch(
       /^\d+\.\d+\.\d+/,
     );
-    k.keygate.sqlite?.close();
+    sqliteOf(k.keygate)?.close();
     expect(sampleValue(await scrape(k), 'keygate_db_up')).toBe(0);
   });
 });

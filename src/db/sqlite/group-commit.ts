@@ -38,6 +38,8 @@ export class GroupCommitWriter {
     private readonly client: Database,
     /** Told about every batch after COMMIT (metrics); must not throw. */
     private readonly observer?: (batch: CommitBatch) => void,
+    /** How long writes wait for another connection's write lock before they fail (503). */
+    private readonly lockWaitMs = WRITE_LOCK_WAIT_MS,
   ) {
     this.sql = {
       begin: client.prepare('BEGIN IMMEDIATE'),
@@ -119,7 +121,7 @@ export class GroupCommitWriter {
   private lockRefused(error: unknown): void {
     const now = performance.now();
     this.lockWaitStarted ??= now;
-    if (isBusy(error) && now - this.lockWaitStarted < WRITE_LOCK_WAIT_MS) {
+    if (isBusy(error) && now - this.lockWaitStarted < this.lockWaitMs) {
       this.scheduled = true;
       setTimeout(() => this.flush(), LOCK_RETRY_MS);
       return;

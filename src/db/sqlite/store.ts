@@ -26,11 +26,13 @@ export function createSqliteApiKeyStore(
   db: Db,
   options: {
     onCommit?: (batch: CommitBatch) => void;
+    /** How long writes wait for another process's write lock (default WRITE_LOCK_WAIT_MS). */
+    writeLockWaitMs?: number;
     /** Run the WAL checkpoints on a thread of their own (a serving keygate); told if it fails. */
     backgroundCheckpoints?: { onFailure: (reason: string) => void };
   } = {},
 ): ApiKeyStore {
-  const groupCommit = new GroupCommitWriter(db.$client, options.onCommit);
+  const groupCommit = new GroupCommitWriter(db.$client, options.onCommit, options.writeLockWaitMs);
   const checkpoints =
     options.backgroundCheckpoints &&
     checkpointInBackground(db.$client, {
