@@ -104,7 +104,12 @@ export function createApp({
       if (error instanceof ValidationError && error.type === 'params') {
         return errorResponse(400, 'The key id in the path is not valid percent-encoding.');
       }
-      if (code === 'NOT_FOUND') return errorResponse(404, `There is no ${request.method} ${path}.`);
+      if (code === 'NOT_FOUND') {
+        // The root is where a newcomer looks first: point them to the reference.
+        const hint =
+          path === `${basePath}/` || path === basePath ? ` The API reference is at ${basePath}/openapi.` : '';
+        return errorResponse(404, `There is no ${request.method} ${path}.${hint}`);
+      }
       if (code === 'PARSE') return errorResponse(400, 'The body is not valid JSON.');
       return answerError(error, contextOf(request).id);
     })

@@ -314,3 +314,16 @@ describe('short Host headers', () => {
     expect((await k.keygate.handle(new Request(`http://${host}/health`))).status).toBe(200);
   });
 });
+
+describe('the root', () => {
+  it('answers 404 pointing to the API reference', async () => {
+    const k = await testKeygate();
+    const response = await k.req('GET', '/');
+    expect(response.status).toBe(404);
+    expect(response.json).toEqual({
+      result: 'error',
+      error: 'There is no GET /. The API reference is at /openapi.',
+    });
+    await k.close();
+  });
+});
