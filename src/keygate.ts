@@ -8,14 +8,18 @@ import type { ApiKeyStore } from './apikeys/store';
 import { createApp } from './app';
 import { createJwtAuthority, type JwtKeySource } from './auth/jwt';
 import type { AsymmetricAlgorithm } from './auth/jwt-keys';
+import { cachedSubjects, type SubjectStore, type UserIdMode } from './auth/subjects';
+import { createTokenUsers } from './auth/token-users';
 import type { Config } from './config';
 import { type Clock, systemClock } from './core/clock';
 import type { Logger } from './core/log';
 import { appliedPostgresMigrationCount, isPostgresUrl, openPostgres, redactedUrl } from './db/postgres/open';
 import { createPostgresApiKeyStore } from './db/postgres/store';
+import { createPostgresSubjectStore } from './db/postgres/subjects';
 import type { CommitBatch } from './db/sqlite/group-commit';
 import { appliedMigrationCount, openDatabase } from './db/sqlite/open';
 import { createSqliteApiKeyStore } from './db/sqlite/store';
+import { createSqliteSubjectStore } from './db/sqlite/subjects';
 import { withHttpEdge } from './http/edge';
 import { createVerifier } from './verification/verdict';
 import { VERSION } from './version';
@@ -25,6 +29,8 @@ export type Engine = 'sqlite' | 'postgres';
 export type OpenedStore = {
   engine: Engine;
   store: ApiKeyStore;
+  /** Mapped user ids, and the user-id mode the database was started in. */
+  subjects: SubjectStore;
   /** DATABASE_URL without a password, for log lines. */
   database: string;
   /** How many migrations the database has applied. */
@@ -65,6 +71,7 @@ export async function openStore(
     return {
       engine: 'postgres',
       store: await createPostgresApiKeyStore(db, { listen: serving, logger, onWrite }),
+      subjects: createPostgresSubjectStore(db),
       database: redactedUrl(config.databaseUrl),
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       rawQuery: (query, params = []) => db.$client.unsafe(query, params as never[]),
@@ -76,9 +83,11 @@ export async function openStore(
     serving && config.databaseUrl !== ':memory:'
       ? { onFailure: (reason: string) => logger?.warn('wal checkpoints back on the event loop', { reason }) }
       : undefined;
+  const store = createSqliteApiKeyStore(db, { onCommit, backgroundCheckpoints });
   return {
     engine: 'sqlite',
-    store: createSqliteApiKeyStore(db, { onCommit, backgroundCheckpoints }),
+    store,
+    subjects: createSqliteSubjectStore(db, store.write),
     database: config.databaseUrl,
     appliedMigrations: async () => appliedMigrationCount(db),
     // bun:sqlite numbers its parameters ?1, ?2…
@@ -127,6 +136,14 @@ export async function createKeygate(
     logger,
   });
   const { store } = opened;
+  const recorded = await opened.subjects.recordMode(config.jwtUserIds).catch(async (error: unknown) => {
+    await store.close();
+    throw error;
+  });
+  if (recorded !== undefined) {
+    await store.close();
+    throw new UserIdModeMismatch(recorded, config.jwtUserIds);
+  }
   const keys = createKeyCache({
     store,
     clock,
@@ -141,11 +158,14 @@ export async function createKeygate(
     clockToleranceSeconds: config.jwtClockToleranceSeconds,
     clock,
   });
+  // Pairs and ids never change once given: remembered in memory, each direction bounded.
+  const subjects = config.jwtUserIds === 'mapped' ? cachedSubjects(opened.subjects) : undefined;
+  const tokens = createTokenUsers({ jwt, mode: config.jwtUserIds, subjects });
   const app = createApp({
     service,
     store,
-    jwt,
-    verifier: createVerifier({ jwt, service }),
+    tokens,
+    verifier: createVerifier({ tokens, service, ownerSubject: subjects?.subjectOf }),
     logger,
     basePath: config.basePath,
     maxExpiresInSeconds: config.maxExpiresInSeconds,
@@ -174,6 +194,16 @@ export async function createKeygate(
     /** Waits for queued writes, then closes the database. */
     close: () => store.close(),
   };
+}
+
+/** The database holds keys whose user ids mean something else under the mode asked for. */
+export class UserIdModeMismatch extends Error {
+  override name = 'UserIdModeMismatch';
+  constructor(recorded: UserIdMode, asked: UserIdMode) {
+    super(
+      `the database holds keys of JWT_USER_IDS=${recorded} user ids, so it cannot start with JWT_USER_IDS=${asked}; set JWT_USER_IDS=${recorded}, or use a database without keys`,
+    );
+  }
 }
 
 function jwtKeySource(config: Config, jwtSecret: string | undefined): JwtKeySource {
