@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createJwtAuthority } from './auth/jwt';
 import { dataDirectory, JWT_SECRET_FILE, resolveJwtSecret } from './auth/jwt-secret';
+import { isMappableSubject, MAX_SUBJECT_LENGTH } from './auth/token-users';
 import {
   type Config,
   ConfigError,
@@ -47,13 +48,16 @@ const COMMANDS: Record<Command, CommandSpec> = {
     summary: "print a JWT signed with the server's secret",
     usage: 'keygate token --sub USER_ID [--level 0..8] [--ttl SECONDS] [--setting value ...]',
     options: {
-      sub: { help: 'the user id the token speaks for (required)' },
+      sub: {
+        help: 'the user id the token speaks for (required); with JWT_USER_IDS=mapped, any subject',
+      },
       level: { help: 'the level claim, 0..8 (default: none, which means 8)' },
       ttl: { help: 'seconds until it expires, 1..315360000', default: '3600' },
     },
     examples: [
       'keygate token --sub 42',
       'keygate token --sub 42 --level 3 --ttl 600 --database-url /var/lib/keygate/keygate.db',
+      "JWT_USER_IDS=mapped keygate token --sub 'auth0|5f1b2c'",
     ],
   },
   purge: {
@@ -288,7 +292,10 @@ async function mintToken(config: Config, options: Record<string, string>): Promi
       `keygate token signs only HS256 tokens with JWT_SECRET; with ${setting} set, tokens come from your identity provider.`,
     );
   }
-  const sub = wholeNumber('--sub', options.sub, 0, Number.MAX_SAFE_INTEGER);
+  const sub =
+    config.jwtUserIds === 'mapped'
+      ? mappableSubject(options.sub)
+      : wholeNumber('--sub', options.sub, 0, Number.MAX_SAFE_INTEGER);
   const level = options.level === undefined ? undefined : wholeNumber('--level', options.level, 0, 8);
   // A token living longer than MAX_EXPIRES_IN_SECONDS would be refused by the server.
   const ttlSeconds = wholeNumber('--ttl', options.ttl ?? '3600', 1, config.maxExpiresInSeconds);
@@ -315,6 +322,17 @@ function refuseToInventSecret(config: Config): void {
       'secret there, beside its database, once it has started; give keygate token the same ' +
       'DATABASE_URL (or --database-url) as the server, or the same JWT_SECRET.',
   );
+}
+
+/** The token only names its subject: the server gives it a user id on first use. */
+function mappableSubject(value: string | undefined): string {
+  if (value === undefined) throw new UsageError('--sub is required.');
+  if (!isMappableSubject(value)) {
+    throw new UsageError(
+      `--sub must be 1 to ${MAX_SUBJECT_LENGTH} characters, without NUL, with JWT_USER_IDS=mapped.`,
+    );
+  }
+  return value;
 }
 
 function wholeNumber(flag: string, value: string | undefined, min: number, max: number): number {
