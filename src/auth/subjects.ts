@@ -50,7 +50,7 @@ export function cachedSubjects(store: SubjectStore, size = SUBJECT_CACHE_SIZE): 
   };
   return {
     userIdOf(issuer, subject) {
-      // NUL cannot occur in a subject (refused before it gets here) nor in an issuer the provider signs.
+      // Unambiguous: a subject or issuer with NUL is refused before it gets here (token-users.ts).
       const pair = `${issuer}\u0000${subject}`;
       const known = ids.get(pair);
       if (known !== undefined) return known;

@@ -44,7 +44,7 @@ export function createSqliteSubjectStore(db: Db, write: SqliteApiKeyStore['write
     .onConflictDoUpdate({ target: settings.name, set: { value: sql`excluded.value` } })
     .prepare();
 
-  const read = <T>(query: () => T): T => {
+  const orUnavailable = <T>(query: () => T): T => {
     try {
       return query();
     } catch (error) {
@@ -54,17 +54,19 @@ export function createSqliteSubjectStore(db: Db, write: SqliteApiKeyStore['write
 
   return {
     async userIdOf(issuer, subject) {
-      const known = read(() => findUserId.get({ issuer, subject }));
+      const known = orUnavailable(() => findUserId.get({ issuer, subject }));
       if (known !== undefined) return known.userId;
       return write(() => (insertOrRead.get({ issuer, subject }) as { userId: number }).userId);
     },
 
     async subjectOf(userId) {
-      return read(() => findSubject.get({ userId }))?.subject;
+      return orUnavailable(() => findSubject.get({ userId }))?.subject;
     },
 
-    recordMode(mode) {
-      return write(() => {
+    // At start, before any request: a transaction of its own, not one of the group commit's batches
+    // (whose count and sizes the metrics report as the requests' writes).
+    async recordMode(mode) {
+      const record = db.$client.transaction((): UserIdMode | undefined => {
         const stored = readMode.get()?.value as UserIdMode | undefined;
         const holdsKeys = anyKey.get() !== undefined;
         const recorded = stored ?? (holdsKeys ? 'numeric' : undefined);
@@ -72,6 +74,7 @@ export function createSqliteSubjectStore(db: Db, write: SqliteApiKeyStore['write
         if (stored !== mode) writeMode.run({ value: mode });
         return undefined;
       });
+      return orUnavailable(() => record.immediate());
     },
   };
 }
