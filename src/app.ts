@@ -7,8 +7,8 @@ import { ErrorResponse, HealthResponse } from './apikeys/model';
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
 import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
-import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth } from './auth/schemes';
+import type { TokenUsers } from './auth/token-users';
 import { DomainError } from './core/errors';
 import { errorFields, type Logger } from './core/log';
 import type { DirectRoute } from './http/edge';
@@ -24,7 +24,8 @@ import { VERSION } from './version';
 export type AppDeps = {
   service: ApiKeyService;
   store: Pick<ApiKeyStore, 'ping'>;
-  jwt: JwtAuthority;
+  /** Tokens verified and mapped to their users, for the JWT scheme. */
+  tokens: TokenUsers;
   verifier: Verifier;
   logger: Logger;
   basePath: string;
@@ -40,7 +41,7 @@ export type AppDeps = {
 export function createApp({
   service,
   store,
-  jwt,
+  tokens,
   verifier,
   logger,
   basePath,
@@ -128,7 +129,7 @@ export function createApp({
     )
     .get('/openapi/json', () => openApi(), { detail: { hide: true } })
     .use(referencePage())
-    .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(jwt) }))
+    .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(tokens) }))
     .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }))
     // In Elysia for the document (and for any caller without the edge); the edge answers them first.
     .use(verifyRoutes(verify))

@@ -11,6 +11,7 @@ import {
   type JwtAlgorithm,
   parseAlgorithms,
 } from './auth/jwt-keys';
+import { USER_ID_MODES, type UserIdMode } from './auth/subjects';
 import { LOG_LEVELS, type LogLevel } from './core/log';
 
 export class ConfigError extends Error {
@@ -51,6 +52,8 @@ export type Config = Readonly<{
   jwtClockToleranceSeconds: number;
   jwtIssuer: string | undefined;
   jwtAudience: string | undefined;
+  /** How a token's `sub` becomes a user id: it is one (`numeric`), or is given one (`mapped`). */
+  jwtUserIds: UserIdMode;
   basePath: string;
   purgeIntervalSeconds: number;
   maxExpiresInSeconds: number;
@@ -104,6 +107,10 @@ export const SETTINGS = {
   },
   JWT_ISSUER: { default: undefined, help: 'when set, tokens must carry this iss', defaultMeans: 'any iss' },
   JWT_AUDIENCE: { default: undefined, help: 'when set, tokens must carry this aud', defaultMeans: 'any aud' },
+  JWT_USER_IDS: {
+    default: 'numeric',
+    help: 'numeric: sub is the user id; mapped: each (iss, sub) is given a user id of keygate’s own',
+  },
   BASE_PATH: { default: '', help: 'prefix for every path, e.g. /auth' },
   PURGE_INTERVAL_SECONDS: { default: '60', help: 'seconds between purges of expired keys' },
   MAX_EXPIRES_IN_SECONDS: {
@@ -234,6 +241,7 @@ function buildConfig(
     ),
     jwtIssuer: raw('JWT_ISSUER'),
     jwtAudience: raw('JWT_AUDIENCE'),
+    jwtUserIds: userIdMode(raw('JWT_USER_IDS') ?? 'numeric'),
     basePath: basePath(raw('BASE_PATH') ?? ''),
     purgeIntervalSeconds: integer('PURGE_INTERVAL_SECONDS', raw('PURGE_INTERVAL_SECONDS'), 1, 86_400),
     maxExpiresInSeconds: integer(
@@ -402,6 +410,12 @@ function basePath(value: string): string {
     throw new ConfigError(`BASE_PATH must not contain "." or ".." segments (got "${value}").`);
   }
   return trimmed;
+}
+
+function userIdMode(value: string): UserIdMode {
+  const mode = USER_ID_MODES.find((candidate) => candidate === value);
+  if (!mode) throw new ConfigError(`JWT_USER_IDS must be numeric or mapped (got "${value.slice(0, 40)}").`);
+  return mode;
 }
 
 function logLevel(value: string): LogLevel {

@@ -10,14 +10,18 @@ import type { ApiKeyStore } from './apikeys/store';
 import { createApp } from './app';
 import { createJwtAuthority, type JwtKeySource } from './auth/jwt';
 import type { AsymmetricAlgorithm } from './auth/jwt-keys';
+import { cachedSubjects, type SubjectStore, type UserIdMode } from './auth/subjects';
+import { createTokenUsers } from './auth/token-users';
 import { type Config, sqliteFile } from './config';
 import { type Clock, systemClock } from './core/clock';
 import type { Logger } from './core/log';
 import { appliedPostgresMigrationCount, openPostgres } from './db/postgres/open';
 import { createPostgresApiKeyStore } from './db/postgres/store';
+import { createPostgresSubjectStore } from './db/postgres/subjects';
 import type { CommitBatch } from './db/sqlite/group-commit';
 import { appliedMigrationCount, openDatabase } from './db/sqlite/open';
 import { createSqliteApiKeyStore } from './db/sqlite/store';
+import { createSqliteSubjectStore } from './db/sqlite/subjects';
 import { withHttpEdge } from './http/edge';
 import { createVerifier } from './verification/verdict';
 import { VERSION } from './version';
@@ -27,6 +31,8 @@ export type Engine = 'sqlite' | 'postgres';
 export type OpenedStore = {
   engine: Engine;
   store: ApiKeyStore;
+  /** Mapped user ids, and the user-id mode the database was started in. */
+  subjects: SubjectStore;
   /** The SQLite file's absolute path (or `:memory:`), or the PostgreSQL URL without its password. */
   database: string;
   /** How many migrations the database has applied. */
@@ -66,6 +72,7 @@ export async function openStore(
     return {
       engine: 'postgres',
       store: await createPostgresApiKeyStore(db, { listen: serving, logger, onWrite }),
+      subjects: createPostgresSubjectStore(db),
       database: database.redacted,
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       client: { engine: 'postgres', sql: db.$client },
@@ -76,9 +83,11 @@ export async function openStore(
     serving && sqliteFile(database) !== undefined
       ? { onFailure: (reason: string) => logger?.warn('wal checkpoints back on the event loop', { reason }) }
       : undefined;
+  const store = createSqliteApiKeyStore(db, { onCommit, backgroundCheckpoints, writeLockWaitMs });
   return {
     engine: 'sqlite',
-    store: createSqliteApiKeyStore(db, { onCommit, backgroundCheckpoints, writeLockWaitMs }),
+    store,
+    subjects: createSqliteSubjectStore(db, store.write),
     database: database.path,
     appliedMigrations: async () => appliedMigrationCount(db),
     client: { engine: 'sqlite', sqlite: db.$client },
@@ -125,6 +134,14 @@ export async function createKeygate(
     writeLockWaitMs,
   });
   const { store } = opened;
+  const recorded = await opened.subjects.recordMode(config.jwtUserIds).catch(async (error: unknown) => {
+    await store.close();
+    throw error;
+  });
+  if (recorded !== undefined) {
+    await store.close();
+    throw new UserIdModeMismatch(recorded, config.jwtUserIds);
+  }
   const keys = createKeyCache({
     store,
     clock,
@@ -139,11 +156,14 @@ export async function createKeygate(
     clockToleranceSeconds: config.jwtClockToleranceSeconds,
     clock,
   });
+  // Pairs and ids never change once given: remembered in memory, each direction bounded.
+  const subjects = config.jwtUserIds === 'mapped' ? cachedSubjects(opened.subjects) : undefined;
+  const tokens = createTokenUsers({ jwt, mode: config.jwtUserIds, subjects });
   const app = createApp({
     service,
     store,
-    jwt,
-    verifier: createVerifier({ jwt, service }),
+    tokens,
+    verifier: createVerifier({ tokens, service, ownerSubject: subjects?.subjectOf }),
     logger,
     basePath: config.basePath,
     maxExpiresInSeconds: config.maxExpiresInSeconds,
@@ -171,6 +191,16 @@ export async function createKeygate(
     /** Waits for queued writes, then closes the database. */
     close: () => store.close(),
   };
+}
+
+/** The database holds keys whose user ids mean something else under the mode asked for. */
+export class UserIdModeMismatch extends Error {
+  override name = 'UserIdModeMismatch';
+  constructor(recorded: UserIdMode, asked: UserIdMode) {
+    super(
+      `the database holds keys of JWT_USER_IDS=${recorded} user ids, so it cannot start with JWT_USER_IDS=${asked}; set JWT_USER_IDS=${recorded}, or use a database without keys`,
+    );
+  }
 }
 
 function jwtKeySource(config: Config, jwtSecret: string | undefined): JwtKeySource {

@@ -33,6 +33,7 @@ describe('loadConfig', () => {
       jwtClockToleranceSeconds: 0,
       jwtIssuer: undefined,
       jwtAudience: undefined,
+      jwtUserIds: 'numeric',
       basePath: '',
       purgeIntervalSeconds: 60,
       maxExpiresInSeconds: 315360000,

@@ -19,8 +19,12 @@ export const JWT_ALGORITHM = 'HS256';
 /** 9999-12-31T23:59:59Z in seconds: a later `exp` has no ISO 8601 form for `expiresAt`. */
 export const LATEST_TOKEN_EXP_SECONDS = 253_402_300_799;
 
-/** Who a verified token speaks for, and until when (`exp` in milliseconds). */
-export type TokenIdentity = { userId: number; level: number; expiresAt: number };
+/**
+ * Who a verified token speaks for, as the provider names it, and until when (`exp` in milliseconds):
+ * `subject` is `sub` as text (a numeric `sub` as its decimal digits), `issuer` is `iss` ('' without
+ * one). Which user id that is, token-users.ts decides: the authority knows no database.
+ */
+export type TokenIdentity = { subject: string; issuer: string; level: number; expiresAt: number };
 
 /** Why a token was refused (logged at LOG_LEVEL=debug); 'invalid' for anything not told apart. */
 export type TokenRefusal =
@@ -60,7 +64,7 @@ export type JwtOptions = JwtKeySource & {
 export type JwtAuthority = {
   verify(token: string): Promise<TokenCheck>;
   /** HS256 only: with an identity provider's keys keygate holds no signing key, and this rejects. */
-  sign(claims: { sub: number; level?: number; ttlSeconds: number }): Promise<string>;
+  sign(claims: { sub: number | string; level?: number; ttlSeconds: number }): Promise<string>;
 };
 
 /** At most this many verified tokens are remembered; the oldest is forgotten first. */
@@ -128,12 +132,13 @@ export function createJwtAuthority(options: JwtOptions): JwtAuthority {
       const times: TimeClaims = { exp: payload.exp as number, nbf: payload.nbf, iat: payload.iat };
       const late = timeRefusal(times, now);
       if (late !== undefined) return refused(late);
-      const userId = parseUserId(payload.sub);
+      const subject = subjectText(payload.sub);
+      const issuer = payload.iss ?? '';
       const level = payload.level === undefined ? MAX_LEVEL : parseLevel(payload.level);
-      if (userId === null || level === null) return refused('claims');
+      if (subject === null || typeof issuer !== 'string' || level === null) return refused('claims');
       const check: TokenCheck = Object.freeze({
         ok: true,
-        identity: Object.freeze({ userId, level, expiresAt: times.exp * 1000 }),
+        identity: Object.freeze({ subject, issuer, level, expiresAt: times.exp * 1000 }),
       });
       if (verified.size >= VERIFIED_TOKEN_CACHE_SIZE) verified.delete(verified.keys().next().value as string);
       verified.set(token, { check, times, generation: keySet?.generation ?? 0 });
@@ -227,10 +232,10 @@ function refusalOf(error: unknown): TokenRefusal {
   return 'invalid';
 }
 
-/** `sub` is a non-negative integer, as a JSON number or a decimal string. */
-export function parseUserId(sub: unknown): number | null {
-  const value = typeof sub === 'string' && /^[0-9]{1,16}$/.test(sub) ? Number(sub) : sub;
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 ? value : null;
+/** `sub` as text: a string as it is, a JSON number only as a non-negative safe integer's digits. */
+function subjectText(sub: unknown): string | null {
+  if (typeof sub === 'string') return sub;
+  return typeof sub === 'number' && Number.isSafeInteger(sub) && sub >= 0 ? String(sub) : null;
 }
 
 function parseLevel(level: unknown): number | null {

@@ -6,7 +6,7 @@ import { HttpError } from '../http/errors';
 import { contextOf, type RequestContext } from '../http/request-context';
 import type { Caller } from './caller';
 import { readBearer } from './credentials';
-import type { JwtAuthority } from './jwt';
+import type { TokenUsers } from './token-users';
 
 /** A scheme: the routes that use it see the authenticated `caller`. */
 export type AuthScheme = ReturnType<typeof callerScheme>;
@@ -23,19 +23,19 @@ export function callerScheme(authenticate: (request: Request, context: RequestCo
 
 export const NEEDS_TOKEN = 'This endpoint needs a JSON Web Token: Authorization: Bearer <token>.';
 
-export function jwtAuth(jwt: JwtAuthority): AuthScheme {
+export function jwtAuth(tokens: TokenUsers): AuthScheme {
   return callerScheme(async (request, context) => {
     const credentials = readBearer(request.headers);
     if (credentials.kind === 'absent') {
       throw new HttpError(401, NEEDS_TOKEN, { 'www-authenticate': 'Bearer realm="keygate"' });
     }
     if (credentials.kind === 'malformed') throw new HttpError(403, 'The Authorization header is malformed.');
-    const check = await jwt.verify(credentials.token);
+    const check = await tokens.verify(credentials.token);
     if (!check.ok) {
       context.tokenRefusal = check.reason;
       throw new HttpError(403, 'The token is not valid.');
     }
-    const { userId, level } = check.identity;
-    return { userId, level, by: `jwt:${userId}` };
+    const { userId, level, by } = check.user;
+    return { userId, level, by };
   });
 }

@@ -1,6 +1,7 @@
 // `keygate token`: a JWT signed with the server's secret, never with one invented here.
 import { existsSync } from 'node:fs';
 import { createJwtAuthority } from '../auth/jwt';
+import { isMappableSubject, MAX_SUBJECT_LENGTH } from '../auth/token-users';
 import type { Config } from '../config';
 import { systemClock } from '../core/clock';
 import { generatedSecretPath, resolveJwtSecret, SECRET_REQUIRED_WITH_POSTGRES } from '../jwt-secret';
@@ -13,7 +14,10 @@ export async function mintToken(config: Config, options: Record<string, string>)
       `keygate token signs only HS256 tokens with JWT_SECRET; with ${setting} set, tokens come from your identity provider.`,
     );
   }
-  const sub = wholeNumber('--sub', options.sub, 0, Number.MAX_SAFE_INTEGER);
+  const sub =
+    config.jwtUserIds === 'mapped'
+      ? mappableSubject(options.sub)
+      : wholeNumber('--sub', options.sub, 0, Number.MAX_SAFE_INTEGER);
   const level = options.level === undefined ? undefined : wholeNumber('--level', options.level, 0, 8);
   // A token living longer than MAX_EXPIRES_IN_SECONDS would be refused by the server.
   const ttlSeconds = wholeNumber('--ttl', options.ttl ?? '3600', 1, config.maxExpiresInSeconds);
@@ -41,6 +45,17 @@ function refuseToInventSecret(config: Config): void {
       'secret there, beside its database, once it has started; give keygate token the same ' +
       'DATABASE_URL (or --database-url) as the server, or the same JWT_SECRET.',
   );
+}
+
+/** The token only names its subject: the server gives it a user id on first use. */
+function mappableSubject(value: string | undefined): string {
+  if (value === undefined) throw new UsageError('--sub is required.');
+  if (!isMappableSubject(value)) {
+    throw new UsageError(
+      `--sub must be 1 to ${MAX_SUBJECT_LENGTH} characters, without NUL, with JWT_USER_IDS=mapped.`,
+    );
+  }
+  return value;
 }
 
 function wholeNumber(flag: string, value: string | undefined, min: number, max: number): number {

@@ -153,6 +153,17 @@ function refusal(verdict: Verdict): string {
   }
 }
 
+/**
+ * A subject as a header value: unchanged when it is visible ASCII without '%' (the shape of every
+ * provider's subjects), else with each other character percent-encoded as UTF-8, which
+ * decodeURIComponent reverses; a header cannot carry control characters or text beyond Latin-1.
+ */
+export function subjectHeaderValue(subject: string): string {
+  return HEADER_SAFE.test(subject) ? subject : subject.replace(NOT_HEADER_SAFE, encodeURIComponent);
+}
+const HEADER_SAFE = /^[\x21-\x24\x26-\x7e]*$/;
+const NOT_HEADER_SAFE = /[^\x21-\x24\x26-\x7e]/gu;
+
 /** The allow answer, its headers added to the edge's in this order; a refusal is a 403. */
 function allowed(verdict: Verdict, headers: Record<string, string>): Response {
   // Every deny names its verification code, for a proxy to act on (nginx: auth_request_set).
@@ -161,6 +172,7 @@ function allowed(verdict: Verdict, headers: Record<string, string>): Response {
   headers['content-type'] = 'application/json';
   headers['cache-control'] = 'no-store';
   headers['x-keygate-user-id'] = String(principal.userId);
+  if (principal.subject !== undefined) headers['x-keygate-subject'] = subjectHeaderValue(principal.subject);
   headers['x-keygate-level'] = String(principal.level);
   headers['x-keygate-auth'] = principal.type;
   if (principal.type === 'key') headers['x-keygate-key'] = principal.key;

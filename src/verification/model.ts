@@ -4,6 +4,13 @@ import { Elysia, t } from 'elysia';
 import { KeyMeta, WholeNumber } from '../apikeys/model';
 import { MAX_LEVEL, MIN_LEVEL } from '../core/levels';
 
+const TokenSubject = t.String({
+  description: "With JWT_USER_IDS=mapped: the token's sub, which userId was given to.",
+});
+const OwnerSubject = t.String({
+  description: "With JWT_USER_IDS=mapped: the subject of the key's owner, when the owner has one.",
+});
+
 export const Principal = t.Union([
   t.Object({
     type: t.Literal('key'),
@@ -13,8 +20,15 @@ export const Principal = t.Union([
     name: t.String(),
     expiresAt: t.String(),
     meta: t.Optional(KeyMeta),
+    subject: t.Optional(OwnerSubject),
   }),
-  t.Object({ type: t.Literal('jwt'), userId: WholeNumber(), level: WholeNumber(), expiresAt: t.String() }),
+  t.Object({
+    type: t.Literal('jwt'),
+    userId: WholeNumber(),
+    level: WholeNumber(),
+    expiresAt: t.String(),
+    subject: t.Optional(TokenSubject),
+  }),
 ]);
 
 export const VerifyBody = t.Object(

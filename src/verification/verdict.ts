@@ -1,12 +1,15 @@
 // One credential in, one verdict out: the rules shared by POST /apikeys/verify and forward-auth.
 // A key is authenticated by the apikeys service (the key cache, one hash, one compare), a token by
-// the JwtAuthority; the verdict is then judged against the level asked for.
+// the JwtAuthority and mapped to its user (auth/token-users.ts); the verdict is then judged against
+// the level asked for. With mapped user ids the principal also names the provider's subject.
 import type { ApiKeyService, KeyAuthentication } from '../apikeys/service';
 import { type KeyMeta, metaOf } from '../apikeys/settings';
 import type { ApiKeyRow } from '../apikeys/store';
-import type { JwtAuthority, TokenIdentity, TokenRefusal } from '../auth/jwt';
+import type { TokenRefusal } from '../auth/jwt';
+import type { TokenUser, TokenUsers } from '../auth/token-users';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
 
+/** `subject`: with mapped user ids, the token's `sub`, or the subject of the key's owner. */
 export type Principal =
   | {
       type: 'key';
@@ -16,8 +19,9 @@ export type Principal =
       name: string;
       expiresAt: string;
       meta?: KeyMeta;
+      subject?: string;
     }
-  | { type: 'jwt'; userId: number; level: number; expiresAt: string };
+  | { type: 'jwt'; userId: number; level: number; expiresAt: string; subject?: string };
 
 export type Verdict =
   | { valid: true; code: 'VALID'; principal: Principal }
@@ -36,12 +40,29 @@ export type Verifier = ReturnType<typeof createVerifier>;
 export type OnVerdict = (scheme: 'key' | 'jwt' | 'none', code: string) => void;
 
 export function createVerifier({
-  jwt,
+  tokens,
   service,
+  ownerSubject,
 }: {
-  jwt: Pick<JwtAuthority, 'verify'>;
+  tokens: TokenUsers;
   service: Pick<ApiKeyService, 'authenticateKey'>;
+  /** With mapped user ids: the subject a key's owner was given to (at once when remembered). */
+  ownerSubject?: (userId: number) => SyncOrAsync<string | undefined>;
 }) {
+  const keyVerdict = (outcome: KeyAuthentication, minLevel: number): SyncOrAsync<Verdict> => {
+    if (outcome.status === 'not-found') return { valid: false, code: 'NOT_FOUND' };
+    if (outcome.status === 'expired') return { valid: false, code: 'EXPIRED' };
+    const principal = keyPrincipal(outcome.row);
+    // DISABLED is said only when the secret matched, as EXPIRED is: the holder learns what using it would.
+    const disabled = outcome.row.enabled === false;
+    const judge = (): Verdict =>
+      disabled ? { valid: false, code: 'DISABLED', principal } : judged(principal, minLevel);
+    if (ownerSubject === undefined) return judge();
+    return andThen(ownerSubject(principal.userId), (subject) => {
+      if (subject !== undefined) principal.subject = subject;
+      return judge();
+    });
+  };
   return {
     /** At once on a key cache hit or a synchronous store's read (no promise), else a promise. */
     verifyKey(key: string, secret: string, minLevel: number): SyncOrAsync<Verdict> {
@@ -49,21 +70,11 @@ export function createVerifier({
     },
 
     async verifyToken(token: string, minLevel: number): Promise<Verdict> {
-      const check = await jwt.verify(token);
+      const check = await tokens.verify(token);
       if (!check.ok) return { valid: false, code: 'INVALID_TOKEN', reason: check.reason };
-      return judged(tokenPrincipal(check.identity), minLevel);
+      return judged(tokenPrincipal(check.user), minLevel);
     },
   };
-}
-
-function keyVerdict(outcome: KeyAuthentication, minLevel: number): Verdict {
-  if (outcome.status === 'not-found') return { valid: false, code: 'NOT_FOUND' };
-  if (outcome.status === 'expired') return { valid: false, code: 'EXPIRED' };
-  // Said only when the secret matched, as EXPIRED is: the holder learns what using the key would.
-  if (outcome.row.enabled === false) {
-    return { valid: false, code: 'DISABLED', principal: keyPrincipal(outcome.row) };
-  }
-  return judged(keyPrincipal(outcome.row), minLevel);
 }
 
 /** A valid verdict below `minLevel` becomes INSUFFICIENT_LEVEL. */
@@ -97,11 +108,13 @@ function parsedMeta(row: ApiKeyRow): KeyMeta {
   return meta;
 }
 
-export function tokenPrincipal(identity: TokenIdentity): Principal {
-  return {
+export function tokenPrincipal(user: TokenUser): Principal {
+  const principal: Principal = {
     type: 'jwt',
-    userId: identity.userId,
-    level: identity.level,
-    expiresAt: new Date(identity.expiresAt).toISOString(),
+    userId: user.userId,
+    level: user.level,
+    expiresAt: new Date(user.expiresAt).toISOString(),
   };
+  if (user.subject !== undefined) principal.subject = user.subject;
+  return principal;
 }

@@ -66,7 +66,7 @@ describe('keygate token', () => {
     const result = run(['token', '--sub', '7', '--level', '2'], { JWT_SECRET_FILE: path });
     expect(result.code).toBe(0);
     const check = await createJwtAuthority({ secret, clock: () => Date.now() }).verify(result.stdout.trim());
-    expect(check).toMatchObject({ ok: true, identity: { userId: 7, level: 2 } });
+    expect(check).toMatchObject({ ok: true, identity: { subject: '7', level: 2 } });
   });
 });
 

@@ -1,7 +1,8 @@
 // JWT verification rules, unit by unit: pinned algorithm, required exp and sub, time claims, level.
 import { describe, expect, it } from 'bun:test';
 import { SignJWT } from 'jose';
-import { createJwtAuthority, parseUserId } from '../../src/auth/jwt';
+import { createJwtAuthority } from '../../src/auth/jwt';
+import { parseUserId } from '../../src/auth/token-users';
 
 const SECRET = 'unit-test-secret-that-is-32-bytes-or-more';
 const key = new TextEncoder().encode(SECRET);
@@ -16,14 +17,14 @@ describe('verify', () => {
   it('returns the subject and level 8 when there is no level claim', async () => {
     expect(await authority.verify(await sign({ sub: '42', exp: nowS + 1 }))).toEqual({
       ok: true,
-      identity: { userId: 42, level: 8, expiresAt: now + 1000 },
+      identity: { subject: '42', issuer: '', level: 8, expiresAt: now + 1000 },
     });
   });
 
   it('returns the level claim when present', async () => {
     expect(await authority.verify(await sign({ sub: 42, exp: nowS + 1, level: 0 }))).toEqual({
       ok: true,
-      identity: { userId: 42, level: 0, expiresAt: now + 1000 },
+      identity: { subject: '42', issuer: '', level: 0, expiresAt: now + 1000 },
     });
   });
 
@@ -47,8 +48,11 @@ describe('verify', () => {
   it('verifies what it signs, with iss and aud when configured', async () => {
     const strict = createJwtAuthority({ secret: SECRET, issuer: 'i', audience: 'a', clock: () => now });
     const token = await strict.sign({ sub: 5, level: 2, ttlSeconds: 60 });
-    expect(await strict.verify(token)).toMatchObject({ ok: true, identity: { userId: 5, level: 2 } });
-    expect(await authority.verify(token)).toMatchObject({ ok: true, identity: { userId: 5, level: 2 } });
+    expect(await strict.verify(token)).toMatchObject({
+      ok: true,
+      identity: { subject: '5', issuer: 'i', level: 2 },
+    });
+    expect(await authority.verify(token)).toMatchObject({ ok: true, identity: { subject: '5', level: 2 } });
     expect(
       await createJwtAuthority({ secret: SECRET, issuer: 'other', clock: () => now }).verify(token),
     ).toMatchObject({ ok: false });
@@ -61,31 +65,60 @@ describe('verify', () => {
   });
 });
 
-describe('parseUserId', () => {
+describe('the subject as text', () => {
   it.each([
-    [0, 0],
+    ['auth0|5f1b2c', 'auth0|5f1b2c'],
+    ['007', '007'],
+    [0, '0'],
+    [42, '42'],
+    [Number.MAX_SAFE_INTEGER, String(Number.MAX_SAFE_INTEGER)],
+  ])('gives sub %p as %p', async (sub, subject) => {
+    expect(await authority.verify(await sign({ sub, exp: nowS + 1 }))).toMatchObject({
+      ok: true,
+      identity: { subject },
+    });
+  });
+
+  it.each([[-1], [1.5], [2 ** 53], [null], [true], [[1]]])('refuses sub %p (claims)', async (sub) => {
+    expect(await authority.verify(await sign({ sub, exp: nowS + 1 }))).toEqual({
+      ok: false,
+      reason: 'claims',
+    });
+  });
+
+  it('gives iss as the issuer, and refuses an iss that is not a string', async () => {
+    expect(
+      await authority.verify(await sign({ sub: 'a', iss: 'https://idp/', exp: nowS + 1 })),
+    ).toMatchObject({
+      identity: { issuer: 'https://idp/' },
+    });
+    expect(await authority.verify(await sign({ sub: 'a', iss: 7, exp: nowS + 1 }))).toEqual({
+      ok: false,
+      reason: 'claims',
+    });
+  });
+});
+
+describe('parseUserId (JWT_USER_IDS=numeric)', () => {
+  it.each([
     ['0', 0],
-    [42, 42],
     ['42', 42],
     ['007', 7],
-    [Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+    [String(Number.MAX_SAFE_INTEGER), Number.MAX_SAFE_INTEGER],
   ])('accepts %p', (sub, expected) => {
     expect(parseUserId(sub)).toBe(expected);
   });
 
   it.each([
-    [-1],
-    [1.5],
-    ['1.5'],
     ['-1'],
+    ['1.5'],
     [' 1'],
     ['1e3'],
     [''],
     ['abc'],
-    [null],
-    [true],
-    [[1]],
+    ['auth0|1'],
     ['99999999999999999'],
+    ['9007199254740992'],
   ])('rejects %p', (sub) => {
     expect(parseUserId(sub)).toBeNull();
   });

@@ -66,10 +66,15 @@ export async function testKeygate(env: Record<string, string> = {}) {
     return { status: response.status, headers: response.headers, text, json };
   }
 
+  /** A token for `sub`: a number, or with JWT_USER_IDS=mapped any subject. */
   const token = (sub: number | string, options: { level?: number; ttlSeconds?: number } = {}) =>
-    keygate.jwt.sign({ sub: Number(sub), level: options.level, ttlSeconds: options.ttlSeconds ?? 3600 });
+    keygate.jwt.sign({
+      sub: config.jwtUserIds === 'mapped' ? sub : Number(sub),
+      level: options.level,
+      ttlSeconds: options.ttlSeconds ?? 3600,
+    });
 
-  const bearer = async (sub: number, level?: number) => ({
+  const bearer = async (sub: number | string, level?: number) => ({
     authorization: `Bearer ${await token(sub, { level })}`,
   });
 
@@ -79,7 +84,7 @@ export async function testKeygate(env: Record<string, string> = {}) {
 
   /** Creates a key through /jwt for `sub` and returns the apikey object. */
   async function createKey(
-    sub: number,
+    sub: number | string,
     body: Partial<{ name: string; level: number; expiresIn: number }> = {},
   ) {
     const response = await req('POST', '/apikeys/jwt', {
@@ -125,7 +130,7 @@ export async function testKeygate(env: Record<string, string> = {}) {
   }
 
   /** Credentials of user `sub` at `level` for a scheme: a token, or a fresh key of that user. */
-  async function credentials(scheme: 'jwt' | 'key', sub: number, level = 8) {
+  async function credentials(scheme: 'jwt' | 'key', sub: number | string, level = 8) {
     if (scheme === 'jwt') return bearer(sub, level);
     const caller = await createKey(sub, { level, name: 'caller' });
     return basic(caller.key, caller.secret);

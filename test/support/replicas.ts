@@ -127,6 +127,7 @@ export async function startReplica(databaseUrl: string, env: Record<string, stri
 
 const jwt = createJwtAuthority({ secret: REPLICA_JWT_SECRET, clock: systemClock });
 
-export async function bearerFor(sub: number, level?: number): Promise<Record<string, string>> {
+/** A token for `sub`: a user id, or any subject for replicas with JWT_USER_IDS=mapped. */
+export async function bearerFor(sub: number | string, level?: number): Promise<Record<string, string>> {
   return { authorization: `Bearer ${await jwt.sign({ sub, level, ttlSeconds: 3600 })}` };
 }

@@ -14,13 +14,18 @@ import { apiKeys, keyCredits, userKeyCounts } from './schema';
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
 
 /** Rethrows an engine error that means "try again later" as the store's own StoreUnavailableError. */
-function unavailableOr(error: unknown): never {
+export function unavailableOr(error: unknown): never {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && UNAVAILABLE_CODES.test(code)) {
     throw new StoreUnavailableError(code, { cause: error });
   }
   throw error;
 }
+
+/** The store, and its write path for the other tables' stores (subjects) to share its group commit. */
+export type SqliteApiKeyStore = ApiKeyStore & {
+  write<T>(work: () => T, committed?: (value: T) => void, signal?: AbortSignal): Promise<T>;
+};
 
 export function createSqliteApiKeyStore(
   db: Db,
@@ -31,7 +36,7 @@ export function createSqliteApiKeyStore(
     /** Run the WAL checkpoints on a thread of their own (a serving keygate); told if it fails. */
     backgroundCheckpoints?: { onFailure: (reason: string) => void };
   } = {},
-): ApiKeyStore {
+): SqliteApiKeyStore {
   const groupCommit = new GroupCommitWriter(db.$client, options.onCommit, options.writeLockWaitMs);
   const checkpoints =
     options.backgroundCheckpoints &&
@@ -332,6 +337,8 @@ export function createSqliteApiKeyStore(
     },
 
     onKeysChanged,
+
+    write: writer.write,
 
     drained: () => writer.drained(),
 
