@@ -45,6 +45,10 @@ export type Config = Readonly<{
   metricsHost: string;
   idleTimeoutSeconds: number;
   shutdownTimeoutSeconds: number;
+  /** Seconds between writes of the usage counts (and so the most lastUsedAt lags behind). */
+  usageFlushSeconds: number;
+  /** Days usage rows are kept; older ones are removed by the purge timer. */
+  usageRetentionDays: number;
 }>;
 
 /** Every setting: its environment variable, its default, and what a bad value is told. */
@@ -100,6 +104,11 @@ export const SETTINGS = {
     default: '8',
     help: 'seconds SIGTERM waits for requests in flight before closing their connections',
   },
+  USAGE_FLUSH_SECONDS: {
+    default: '10',
+    help: 'seconds between writes of usage counts and last use (1 to 300; a crash loses at most this much)',
+  },
+  USAGE_RETENTION_DAYS: { default: '90', help: 'days usage history is kept (1 to 3650)' },
 } as const;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -218,6 +227,8 @@ function buildConfig(
     // Bun's idleTimeout takes at most 255 seconds.
     idleTimeoutSeconds: integer('IDLE_TIMEOUT_SECONDS', raw('IDLE_TIMEOUT_SECONDS'), 1, 255),
     shutdownTimeoutSeconds: integer('SHUTDOWN_TIMEOUT_SECONDS', raw('SHUTDOWN_TIMEOUT_SECONDS'), 0, 3600),
+    usageFlushSeconds: integer('USAGE_FLUSH_SECONDS', raw('USAGE_FLUSH_SECONDS'), 1, 300),
+    usageRetentionDays: integer('USAGE_RETENTION_DAYS', raw('USAGE_RETENTION_DAYS'), 1, 3650),
   });
 }
 

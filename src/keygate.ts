@@ -13,10 +13,16 @@ import { type Clock, systemClock } from './core/clock';
 import type { Logger } from './core/log';
 import { appliedPostgresMigrationCount, isPostgresUrl, openPostgres, redactedUrl } from './db/postgres/open';
 import { createPostgresApiKeyStore } from './db/postgres/store';
-import type { CommitBatch } from './db/sqlite/group-commit';
+import { createPostgresUsageStore } from './db/postgres/usage-store';
+import { type CommitBatch, GroupCommitWriter } from './db/sqlite/group-commit';
 import { appliedMigrationCount, openDatabase } from './db/sqlite/open';
 import { createSqliteApiKeyStore } from './db/sqlite/store';
+import { createSqliteUsageStore } from './db/sqlite/usage-store';
 import { withHttpEdge } from './http/edge';
+import { createUsageCounter } from './usage/counter';
+import { createUsageFlusher, type FlushTimer, intervalTimer, type UsageFlusher } from './usage/flusher';
+import { createUsageService } from './usage/service';
+import type { UsageStore } from './usage/store';
 import { createVerifier } from './verification/verdict';
 import { VERSION } from './version';
 
@@ -25,6 +31,8 @@ export type Engine = 'sqlite' | 'postgres';
 export type OpenedStore = {
   engine: Engine;
   store: ApiKeyStore;
+  /** The usage rows and last use, on the same database (on SQLite, through the same writer). */
+  usage: UsageStore;
   /** DATABASE_URL without a password, for log lines. */
   database: string;
   /** How many migrations the database has applied. */
@@ -65,6 +73,7 @@ export async function openStore(
     return {
       engine: 'postgres',
       store: await createPostgresApiKeyStore(db, { listen: serving, logger, onWrite }),
+      usage: createPostgresUsageStore(db, { onWrite }),
       database: redactedUrl(config.databaseUrl),
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       rawQuery: (query, params = []) => db.$client.unsafe(query, params as never[]),
@@ -76,9 +85,12 @@ export async function openStore(
     serving && config.databaseUrl !== ':memory:'
       ? { onFailure: (reason: string) => logger?.warn('wal checkpoints back on the event loop', { reason }) }
       : undefined;
+  // One writer per connection: the key store's writes and the usage flushes share its commits.
+  const groupCommit = new GroupCommitWriter(db.$client, onCommit);
   return {
     engine: 'sqlite',
-    store: createSqliteApiKeyStore(db, { onCommit, backgroundCheckpoints }),
+    store: createSqliteApiKeyStore(db, { onCommit, backgroundCheckpoints, groupCommit }),
+    usage: createSqliteUsageStore(db, groupCommit),
     database: config.databaseUrl,
     appliedMigrations: async () => appliedMigrationCount(db),
     // bun:sqlite numbers its parameters ?1, ?2…
@@ -100,6 +112,7 @@ export async function createKeygate(
     logger,
     clock = systemClock,
     advertiseKeepAlive = false,
+    usageTimer = intervalTimer,
   }: {
     /** The HS256 secret (see auth/jwt-secret.ts); unused when tokens come from an identity provider. */
     jwtSecret?: string;
@@ -107,6 +120,8 @@ export async function createKeygate(
     clock?: Clock;
     /** serve: every response that keeps its connection says IDLE_TIMEOUT_SECONDS in a Keep-Alive header. */
     advertiseKeepAlive?: boolean;
+    /** What runs the usage flush every USAGE_FLUSH_SECONDS; tests drive one by hand. */
+    usageTimer?: FlushTimer;
   },
 ) {
   // Counted only when someone can read them: with METRICS_PORT unset nothing is counted (no route
@@ -133,7 +148,26 @@ export async function createKeygate(
     ttlSeconds: config.keyCacheSeconds,
     onLookup: metrics && ((hit) => metrics.cacheLookup('key', hit)),
   });
-  const service = createApiKeyService({ store, keys, clock, maxKeysPerUser: config.maxKeysPerUser });
+  // Usage counts in memory, written every USAGE_FLUSH_SECONDS; when too many keys are counted at once
+  // the counter asks for a flush early.
+  let flusher: UsageFlusher | undefined;
+  const usageCounter = createUsageCounter({ clock, onFull: () => void flusher?.flush() });
+  flusher = createUsageFlusher({
+    counter: usageCounter,
+    store: opened.usage,
+    intervalSeconds: config.usageFlushSeconds,
+    timer: usageTimer,
+    logger,
+  });
+  const usageFlusher = flusher;
+  const usage = createUsageService({ store: opened.usage, counter: usageCounter, flusher });
+  const service = createApiKeyService({
+    store,
+    keys,
+    clock,
+    maxKeysPerUser: config.maxKeysPerUser,
+    lastUsedAt: usage.lastUsedAt,
+  });
   const jwt = createJwtAuthority({
     ...jwtKeySource(config, jwtSecret),
     issuer: config.jwtIssuer,
@@ -145,7 +179,10 @@ export async function createKeygate(
     service,
     store,
     jwt,
-    verifier: createVerifier({ jwt, service }),
+    verifier: createVerifier({ jwt, service, usage: usageCounter }),
+    usage,
+    usageCounter,
+    clock,
     logger,
     basePath: config.basePath,
     maxExpiresInSeconds: config.maxExpiresInSeconds,
@@ -166,13 +203,19 @@ export async function createKeygate(
     rawQuery: opened.rawQuery,
     sqlite: opened.sqlite,
     store,
+    usageStore: opened.usage,
+    usageCounter,
+    usageFlusher,
     keys,
     service,
     jwt,
     handle,
     metrics,
-    /** Waits for queued writes, then closes the database. */
-    close: () => store.close(),
+    /** Writes the usage counts, waits for queued writes, then closes the database. */
+    async close() {
+      await usageFlusher.stop();
+      await store.close();
+    },
   };
 }
 

@@ -3,12 +3,13 @@
 import { readKeyAndSecret } from '../auth/credentials';
 import { type AuthScheme, callerScheme } from '../auth/schemes';
 import { HttpError } from '../http/errors';
+import type { UsageRecorder } from '../usage/counter';
 import type { ApiKeyService } from './service';
 
 export const NEEDS_KEY =
   'This endpoint needs an API key and secret: Authorization: Basic base64(key:secret), or X-API-Key and X-API-Secret.';
 
-export function keyAuth(service: Pick<ApiKeyService, 'authenticateKey'>): AuthScheme {
+export function keyAuth(service: Pick<ApiKeyService, 'authenticateKey'>, usage?: UsageRecorder): AuthScheme {
   return callerScheme(async (request) => {
     const credentials = readKeyAndSecret(request.headers);
     if (credentials.kind === 'absent') {
@@ -18,6 +19,8 @@ export function keyAuth(service: Pick<ApiKeyService, 'authenticateKey'>): AuthSc
     const outcome = await service.authenticateKey(credentials.key, credentials.secret);
     if (outcome.status !== 'valid') throw new HttpError(403, 'The API key or secret is not valid.');
     const { row } = outcome;
+    // A last use, not a verification: the usage history does not count it.
+    usage?.record(row.id, 'authenticated');
     return {
       userId: row.userId,
       level: row.level,

@@ -147,6 +147,10 @@ export const KeySummary = t.Object({
   userId: WholeNumber(),
   createdAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
   expiresAt: t.String({ description: 'ISO 8601 UTC with milliseconds.' }),
+  lastUsedAt: t.Union([t.String(), t.Null()], {
+    description:
+      'The latest valid verification or /key authentication, ISO 8601 with milliseconds; null when never used. Written in batches: at most USAGE_FLUSH_SECONDS behind.',
+  }),
 });
 export type KeySummary = typeof KeySummary.static;
 

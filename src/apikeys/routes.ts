@@ -189,7 +189,7 @@ export function apiKeyRoutes({ suffix, auth, service, events, maxExpiresInSecond
 }
 
 /** A `:id` not of the key format is 400, before anything is looked up. */
-function assertKeyId(id: string): void {
+export function assertKeyId(id: string): void {
   if (!KEY_ID_PATTERN.test(id)) {
     throw new HttpError(400, 'The key id must be "kg_" followed by at least 22 letters and digits.');
   }

@@ -19,24 +19,49 @@ import {
 } from './secrets';
 import type { ApiKeyRow, ApiKeyStore, ListPosition } from './store';
 
-/** The outcome of a key and secret: an unknown key and a wrong secret are the same answer. */
+/**
+ * The outcome of a key and secret: an unknown key and a wrong secret are the same answer. A wrong
+ * secret for a key that exists carries its `keyId`, for the key's usage counts only (never an answer).
+ */
 export type KeyAuthentication =
   | { status: 'valid'; row: ApiKeyRow }
   | { status: 'expired'; row: ApiKeyRow }
-  | { status: 'not-found' };
+  | { status: 'not-found'; keyId?: string };
 
 export type ApiKeyServiceOptions = {
   store: ApiKeyStore;
   keys: Pick<KeyCache, 'find'>;
   clock: Clock;
   maxKeysPerUser: number;
+  /** A key's latest use, given the stored one: the usage service adds what it has not written yet. */
+  lastUsedAt?: (keyId: string, stored: number | null | undefined) => number | null;
 };
 
 export type ApiKeyService = ReturnType<typeof createApiKeyService>;
 
 export const MAX_GRACE_PERIOD_SECONDS = 30 * 24 * 3600;
 
-export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiKeyServiceOptions) {
+export function createApiKeyService({
+  store,
+  keys,
+  clock,
+  maxKeysPerUser,
+  lastUsedAt = (_keyId, stored) => stored ?? null,
+}: ApiKeyServiceOptions) {
+  /** A key as list and get show it: never a secret or a hash. */
+  const summaryOf = (row: ApiKeyRow): KeySummary => {
+    const lastUsed = lastUsedAt(row.id, row.lastUsedAt);
+    return {
+      key: row.id,
+      name: row.name,
+      level: row.level,
+      userId: row.userId,
+      createdAt: new Date(row.createdAt).toISOString(),
+      expiresAt: new Date(row.expiresAt).toISOString(),
+      lastUsedAt: lastUsed === null ? null : new Date(lastUsed).toISOString(),
+    };
+  };
+
   /** The caller's own live key, or 404 whether it is missing, expired or another user's. */
   async function ownLiveKey(caller: Caller, id: string, action: string): Promise<ApiKeyRow> {
     const row = await store.findKey(id);
@@ -151,7 +176,8 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
   function authenticationOf(secret: string, row: ApiKeyRow | undefined): KeyAuthentication {
     const matches = secretMatches(secret, row?.secretHash ?? UNKNOWN_KEY_HASH);
     const expired = (row?.expiresAt ?? 0) <= clock();
-    if (!row || !matches) return NOT_FOUND;
+    if (!row) return NOT_FOUND;
+    if (!matches) return { status: 'not-found', keyId: row.id };
     return expired ? { status: 'expired', row } : { status: 'valid', row };
   }
 }
@@ -173,16 +199,5 @@ function createdView(row: ApiKeyRow, secret: string): ApiKeyView {
     expiresAt: new Date(row.expiresAt).toISOString(),
     name: row.name,
     userId: row.userId,
-  };
-}
-
-function summaryOf(row: ApiKeyRow): KeySummary {
-  return {
-    key: row.id,
-    name: row.name,
-    level: row.level,
-    userId: row.userId,
-    createdAt: new Date(row.createdAt).toISOString(),
-    expiresAt: new Date(row.expiresAt).toISOString(),
   };
 }

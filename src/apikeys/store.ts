@@ -19,6 +19,8 @@ export type ApiKeyRow = {
   lineage?: string | null;
   /** When it was rotated out: it is retiring until it expires. Null (or absent) for a key in service. */
   rotatedAt?: number | null;
+  /** Its latest use as last written by a usage flush (ms); null (or absent) when never used. */
+  lastUsedAt?: number | null;
 };
 
 /** A position in a user's list of keys, newest first: the last item of the previous page. */

@@ -5,6 +5,7 @@ import type { ApiKeyService, KeyAuthentication } from '../apikeys/service';
 import type { ApiKeyRow } from '../apikeys/store';
 import type { JwtAuthority, TokenIdentity, TokenRefusal } from '../auth/jwt';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
+import { type UsageRecorder, usageOutcomeOf } from '../usage/counter';
 
 export type Principal =
   | { type: 'key'; key: string; userId: number; level: number; name: string; expiresAt: string }
@@ -29,14 +30,23 @@ export type OnVerdict = (scheme: 'key' | 'jwt' | 'none', code: string) => void;
 export function createVerifier({
   jwt,
   service,
+  usage,
 }: {
   jwt: Pick<JwtAuthority, 'verify'>;
   service: Pick<ApiKeyService, 'authenticateKey'>;
+  /** Told each verdict on an existing key (a new code is counted by usageOutcomeOf, denied by default). */
+  usage?: UsageRecorder;
 }) {
   return {
     /** At once on a key cache hit or a synchronous store's read (no promise), else a promise. */
     verifyKey(key: string, secret: string, minLevel: number): SyncOrAsync<Verdict> {
-      return andThen(service.authenticateKey(key, secret), (outcome) => keyVerdict(outcome, minLevel));
+      return andThen(service.authenticateKey(key, secret), (outcome) => {
+        const verdict = keyVerdict(outcome, minLevel);
+        // Only ids that name a key: an unknown id counts nothing (a wrong secret carries its key's id).
+        const keyId = outcome.status === 'not-found' ? outcome.keyId : outcome.row.id;
+        if (keyId !== undefined) usage?.record(keyId, usageOutcomeOf(verdict.code));
+        return verdict;
+      });
     },
 
     async verifyToken(token: string, minLevel: number): Promise<Verdict> {

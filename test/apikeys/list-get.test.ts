@@ -49,6 +49,7 @@ describe.each(SCHEMES)('GET /apikeys/%s (list)', (scheme) => {
         userId: 42,
         createdAt: new Date(k.time.now - 1000).toISOString(),
         expiresAt: newer.expiresAt,
+        lastUsedAt: null,
       },
       {
         key: older.key,
@@ -57,6 +58,7 @@ describe.each(SCHEMES)('GET /apikeys/%s (list)', (scheme) => {
         userId: 42,
         createdAt: new Date(k.time.now - 2000).toISOString(),
         expiresAt: older.expiresAt,
+        lastUsedAt: null,
       },
     ]);
     expect(response.json.nextCursor).toBeNull();
@@ -181,6 +183,7 @@ describe.each(SCHEMES)('GET /apikeys/:id/%s (get)', (scheme) => {
         userId: 42,
         createdAt: new Date(k.time.now).toISOString(),
         expiresAt: key.expiresAt,
+        lastUsedAt: null,
       },
     });
     expect(response.text).not.toContain(key.secret);

@@ -4,14 +4,14 @@
 // triggers keep in step with api_keys); a delete or rotation NOTIFYs the other replicas in the same
 // transaction, and LISTEN evicts their cached keys.
 
-import { and, count, desc, eq, gt, lt, lte, or, sql } from 'drizzle-orm';
+import { and, count, desc, eq, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
 import type { ApiKeyRow, ApiKeyStore } from '../../apikeys/store';
 import { RequestGoneError } from '../../core/errors';
 import type { Logger } from '../../core/log';
 import { keyChanges } from '../key-changes';
 import { routeClientWarnings } from './client-warnings';
 import type { PostgresDb } from './open';
-import { apiKeys, userKeyCounts } from './schema';
+import { apiKeys, keyUsage, userKeyCounts } from './schema';
 import { unavailableCode, unavailableOr } from './unavailable';
 
 /** The NOTIFY channel: a payload is the sending replica's id, a space, and the comma-separated key ids. */
@@ -212,7 +212,11 @@ export async function createPostgresApiKeyStore(
         const rows = await tx.execute(sql`
           WITH gone AS (DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ${id} RETURNING 1)
           SELECT pg_notify(${KEYS_CHANNEL}, ${payloadOf([id])}) FROM gone`);
-        return rows.length > 0;
+        if (rows.length === 0) return false;
+        // The key's usage rows go with it. A statement of its own, after the key's row lock: a usage
+        // flush that held that lock has committed by now, and this statement sees its rows.
+        await tx.delete(keyUsage).where(eq(keyUsage.keyId, id));
+        return true;
       }, signal);
       if (deleted) announce([id]);
       return deleted;
@@ -255,7 +259,9 @@ export async function createPostgresApiKeyStore(
             ORDER BY ${apiKeys.expiresAt} LIMIT ${limit} FOR UPDATE SKIP LOCKED))
           RETURNING ${apiKeys.id}`);
         // Expired keys are refused everywhere already (the expiry is checked); no need to NOTIFY.
-        return [...rows].map((row) => row.id);
+        const ids = [...rows].map((row) => row.id);
+        if (ids.length > 0) await tx.delete(keyUsage).where(inArray(keyUsage.keyId, ids));
+        return ids;
       });
       announce(ids);
       return ids.length;

@@ -7,13 +7,13 @@ import { keyChanges } from '../key-changes';
 import { checkpointInBackground } from './checkpoints';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
-import { apiKeys, userKeyCounts } from './schema';
+import { apiKeys, keyUsage, userKeyCounts } from './schema';
 
 // SQLite answers these when the disk, the file or another process's lock is in the way.
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
 
 /** Rethrows an engine error that means "try again later" as the store's own StoreUnavailableError. */
-function unavailableOr(error: unknown): never {
+export function unavailableOr(error: unknown): never {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && UNAVAILABLE_CODES.test(code)) {
     throw new StoreUnavailableError(code, { cause: error });
@@ -27,9 +27,11 @@ export function createSqliteApiKeyStore(
     onCommit?: (batch: CommitBatch) => void;
     /** Run the WAL checkpoints on a thread of their own (a serving keygate); told if it fails. */
     backgroundCheckpoints?: { onFailure: (reason: string) => void };
+    /** The connection's one writer, when another store (usage) shares it; else one of its own. */
+    groupCommit?: GroupCommitWriter;
   } = {},
 ): ApiKeyStore {
-  const groupCommit = new GroupCommitWriter(db.$client, options.onCommit);
+  const groupCommit = options.groupCommit ?? new GroupCommitWriter(db.$client, options.onCommit);
   const checkpoints =
     options.backgroundCheckpoints &&
     checkpointInBackground(db.$client, {
@@ -114,6 +116,11 @@ export function createSqliteApiKeyStore(
     .where(eq(apiKeys.id, sql.placeholder('id')))
     .returning({ id: apiKeys.id })
     .prepare();
+  // A key's usage rows go with it, in the same transaction.
+  const deleteUsageOf = db
+    .delete(keyUsage)
+    .where(eq(keyUsage.keyId, sql.placeholder('id')))
+    .prepare();
 
   // SQLite has no portable DELETE ... LIMIT: pick the batch in a subquery on the expires_at index.
   const deleteExpired = db
@@ -185,7 +192,11 @@ export function createSqliteApiKeyStore(
 
     deleteKey(id, signal) {
       return writer.write(
-        () => deleteById.all({ id }).length > 0,
+        () => {
+          if (deleteById.all({ id }).length === 0) return false;
+          deleteUsageOf.run({ id });
+          return true;
+        },
         (deleted) => {
           if (deleted) announce([id]);
         },
@@ -215,7 +226,11 @@ export function createSqliteApiKeyStore(
     deleteExpiredBatch(now, limit) {
       return writer
         .write(
-          () => deleteExpired.all({ now, limit }).map((row) => row.id),
+          () => {
+            const ids = deleteExpired.all({ now, limit }).map((row) => row.id);
+            for (const id of ids) deleteUsageOf.run({ id });
+            return ids;
+          },
           (ids) => announce(ids),
         )
         .then((ids) => ids.length);
