@@ -55,7 +55,8 @@ export function createUsageFlusher({
       }
       const batch = counter.take();
       try {
-        await store.writeUsage(batch);
+        // Nothing counted, nothing written: an idle keygate does not write every interval.
+        if (batch.rows.length > 0 || batch.lastUsed.length > 0) await store.writeUsage(batch);
         counter.settle(true);
       } catch (error) {
         counter.settle(false);
