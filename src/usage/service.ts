@@ -25,19 +25,21 @@ export function createUsageService({
 }) {
   return {
     /**
-     * The buckets of `granularity` that overlap [since, until], ascending, only those with a count.
-     * An hour belongs to the day it starts in (UTC).
+     * The buckets of `granularity` that overlap [since, until], whole, ascending, only those with a
+     * count. An hour belongs to the day it starts in (UTC).
      */
     history(
       keyId: string,
       { granularity, since, until }: { granularity: Granularity; since: number; until: number },
     ): Promise<UsageCounts[]> {
       const unit = granularity === 'hour' ? HOUR_MS : DAY_MS;
+      // Whole buckets: from the start of the one `since` falls in to the end of the one `until` falls in.
       const from = since - (since % unit);
+      const to = until - (until % unit) + unit - 1;
       return flusher.read(async () => {
-        const stored = await store.readUsage(keyId, from, until);
+        const stored = await store.readUsage(keyId, from, to);
         // Read after the database, and no flush in between (flusher.read): each count is in one of them.
-        const pending = counter.pendingRows(keyId).filter((row) => row.bucket >= from && row.bucket <= until);
+        const pending = counter.pendingRows(keyId).filter((row) => row.bucket >= from && row.bucket <= to);
         return bucketed([...stored, ...pending], unit);
       });
     },

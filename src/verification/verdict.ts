@@ -38,10 +38,20 @@ export function createVerifier({
   usage?: UsageRecorder;
 }) {
   return {
-    /** At once on a key cache hit or a synchronous store's read (no promise), else a promise. */
-    verifyKey(key: string, secret: string, minLevel: number): SyncOrAsync<Verdict> {
+    /**
+     * At once on a key cache hit or a synchronous store's read (no promise), else a promise. `judge`
+     * may turn the verdict into the final one (forward-auth's level, required after the credential is
+     * judged); the final verdict is the one the key's usage counts, and none when `judge` throws.
+     */
+    verifyKey(
+      key: string,
+      secret: string,
+      minLevel: number,
+      judge?: (verdict: Verdict) => Verdict,
+    ): SyncOrAsync<Verdict> {
       return andThen(service.authenticateKey(key, secret), (outcome) => {
-        const verdict = keyVerdict(outcome, minLevel);
+        const judged = keyVerdict(outcome, minLevel);
+        const verdict = judge === undefined ? judged : judge(judged);
         // Only ids that name a key: an unknown id counts nothing (a wrong secret carries its key's id).
         const keyId = outcome.status === 'not-found' ? outcome.keyId : outcome.row.id;
         if (keyId !== undefined) usage?.record(keyId, usageOutcomeOf(verdict.code));
