@@ -7,6 +7,7 @@ import type { ApiKeyService } from '../apikeys/service';
 import type { AuthScheme } from '../auth/schemes';
 import type { Clock } from '../core/clock';
 import { HttpError } from '../http/errors';
+import { QUERY_PARAMETERS } from '../http/openapi';
 import { usageModels } from './model';
 import { DAY_MS, type Granularity, type UsageService } from './service';
 
@@ -74,7 +75,7 @@ export function usageRoutes({
           description: `Authenticated by ${doc.scheme}. Verifications of the key per UTC hour or day: valid, rateLimited, usageExceeded, and denied (wrong secret, expired, disabled, level below minLevel). Counts this process has not written yet are included. 404 and 403 as for get.`,
           security: doc.security,
           tags: ['API keys'],
-          parameters: [
+          [QUERY_PARAMETERS]: [
             {
               name: 'granularity',
               in: 'query',
@@ -86,14 +87,14 @@ export function usageRoutes({
               in: 'query',
               required: false,
               description: 'ISO 8601; default: until minus 24 hours (hour) or 30 days (day).',
-              schema: { type: 'string', format: 'date-time' },
+              schema: { type: 'string' },
             },
             {
               name: 'until',
               in: 'query',
               required: false,
               description: 'ISO 8601; default: now. At most 31 days after since for hour, 366 for day.',
-              schema: { type: 'string', format: 'date-time' },
+              schema: { type: 'string' },
             },
           ],
         },
