@@ -20,7 +20,7 @@ import { createSqliteApiKeyStore } from './db/sqlite/store';
 import { createSqliteUsageStore } from './db/sqlite/usage-store';
 import { withHttpEdge } from './http/edge';
 import { createUsageCounter } from './usage/counter';
-import { createUsageFlusher, type FlushTimer, intervalTimer, type UsageFlusher } from './usage/flusher';
+import { createUsageFlusher, type FlushTimer, intervalTimer } from './usage/flusher';
 import { createUsageService } from './usage/service';
 import type { UsageStore } from './usage/store';
 import { createVerifier } from './verification/verdict';
@@ -150,17 +150,16 @@ export async function createKeygate(
   });
   // Usage counts in memory, written every USAGE_FLUSH_SECONDS; when too many keys are counted at once
   // the counter asks for a flush early.
-  let flusher: UsageFlusher | undefined;
-  const usageCounter = createUsageCounter({ clock, onFull: () => void flusher?.flush() });
-  flusher = createUsageFlusher({
+  // (onFull runs only once the flusher below exists.)
+  const usageCounter = createUsageCounter({ clock, onFull: () => void usageFlusher.flush() });
+  const usageFlusher = createUsageFlusher({
     counter: usageCounter,
     store: opened.usage,
     intervalSeconds: config.usageFlushSeconds,
     timer: usageTimer,
     logger,
   });
-  const usageFlusher = flusher;
-  const usage = createUsageService({ store: opened.usage, counter: usageCounter, flusher });
+  const usage = createUsageService({ store: opened.usage, counter: usageCounter, flusher: usageFlusher });
   const service = createApiKeyService({
     store,
     keys,
