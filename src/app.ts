@@ -9,6 +9,7 @@ import type { ApiKeyService } from './apikeys/service';
 import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
 import { jwtAuth } from './auth/schemes';
 import type { TokenUsers } from './auth/token-users';
+import type { Clock } from './core/clock';
 import { DomainError } from './core/errors';
 import { errorFields, type Logger } from './core/log';
 import type { DirectRoute } from './http/edge';
@@ -16,6 +17,9 @@ import { domainErrorResponse, errorResponse, HttpError } from './http/errors';
 import { openApiDocument } from './http/openapi';
 import { referencePage } from './http/reference-page';
 import { contextOf } from './http/request-context';
+import type { UsageRecorder } from './usage/counter';
+import { usageRoutes } from './usage/routes';
+import type { UsageService } from './usage/service';
 import { FORWARD_AUTH_PATH, forwardAuthAnswer, forwardAuthRoutes } from './verification/forward-auth';
 import type { OnVerdict, Verifier } from './verification/verdict';
 import { VERIFY_PATH, verifyAnswer, verifyRoutes } from './verification/verify';
@@ -27,6 +31,10 @@ export type AppDeps = {
   /** Tokens verified and mapped to their users, for the JWT scheme. */
   tokens: TokenUsers;
   verifier: Verifier;
+  /** The usage history (GET /apikeys/:id/usage/…) and what counts a /key authentication as a last use. */
+  usage: UsageService;
+  usageCounter?: UsageRecorder;
+  clock: Clock;
   logger: Logger;
   basePath: string;
   maxExpiresInSeconds: number;
@@ -43,6 +51,9 @@ export function createApp({
   store,
   tokens,
   verifier,
+  usage,
+  usageCounter,
+  clock,
   logger,
   basePath,
   maxExpiresInSeconds,
@@ -130,7 +141,9 @@ export function createApp({
     .get('/openapi/json', () => openApi(), { detail: { hide: true } })
     .use(referencePage())
     .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(tokens) }))
-    .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service) }))
+    .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service, usageCounter) }))
+    .use(usageRoutes({ suffix: 'jwt', auth: jwtAuth(tokens), apikeys: service, usage, clock }))
+    .use(usageRoutes({ suffix: 'key', auth: keyAuth(service, usageCounter), apikeys: service, usage, clock }))
     // In Elysia for the document (and for any caller without the edge); the edge answers them first.
     .use(verifyRoutes(verify))
     .use(forwardAuthRoutes(forwardAuth));

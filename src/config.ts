@@ -66,6 +66,10 @@ export type Config = Readonly<{
   metricsHost: string;
   idleTimeoutSeconds: number;
   shutdownTimeoutSeconds: number;
+  /** Seconds between writes of the usage counts (and so the most lastUsedAt lags behind). */
+  usageFlushSeconds: number;
+  /** Days usage rows are kept; older ones are removed by the purge timer. */
+  usageRetentionDays: number;
 }>;
 
 /** A setting's default (undefined: unset), what it is for, and what that default means when not plain. */
@@ -138,6 +142,11 @@ export const SETTINGS = {
     default: '8',
     help: 'seconds SIGTERM waits for requests in flight before closing their connections',
   },
+  USAGE_FLUSH_SECONDS: {
+    default: '10',
+    help: 'seconds between writes of usage counts and last use (1 to 300; a crash loses at most this much)',
+  },
+  USAGE_RETENTION_DAYS: { default: '90', help: 'days usage history is kept (1 to 3650)' },
 } as const satisfies Record<string, SettingSpec>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -257,6 +266,8 @@ function buildConfig(
     // Bun's idleTimeout takes at most 255 seconds.
     idleTimeoutSeconds: integer('IDLE_TIMEOUT_SECONDS', raw('IDLE_TIMEOUT_SECONDS'), 1, 255),
     shutdownTimeoutSeconds: integer('SHUTDOWN_TIMEOUT_SECONDS', raw('SHUTDOWN_TIMEOUT_SECONDS'), 0, 3600),
+    usageFlushSeconds: integer('USAGE_FLUSH_SECONDS', raw('USAGE_FLUSH_SECONDS'), 1, 300),
+    usageRetentionDays: integer('USAGE_RETENTION_DAYS', raw('USAGE_RETENTION_DAYS'), 1, 3650),
   });
 }
 

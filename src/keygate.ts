@@ -18,11 +18,17 @@ import type { Logger } from './core/log';
 import { appliedPostgresMigrationCount, openPostgres } from './db/postgres/open';
 import { createPostgresApiKeyStore } from './db/postgres/store';
 import { createPostgresSubjectStore } from './db/postgres/subjects';
-import type { CommitBatch } from './db/sqlite/group-commit';
+import { createPostgresUsageStore } from './db/postgres/usage-store';
+import { type CommitBatch, GroupCommitWriter } from './db/sqlite/group-commit';
 import { appliedMigrationCount, openDatabase } from './db/sqlite/open';
 import { createSqliteApiKeyStore } from './db/sqlite/store';
 import { createSqliteSubjectStore } from './db/sqlite/subjects';
+import { createSqliteUsageStore } from './db/sqlite/usage-store';
 import { withHttpEdge } from './http/edge';
+import { createUsageCounter } from './usage/counter';
+import { createUsageFlusher, type FlushTimer, intervalTimer } from './usage/flusher';
+import { createUsageService } from './usage/service';
+import type { UsageStore } from './usage/store';
 import { createVerifier } from './verification/verdict';
 import { VERSION } from './version';
 
@@ -33,6 +39,8 @@ export type OpenedStore = {
   store: ApiKeyStore;
   /** Mapped user ids, and the user-id mode the database was started in. */
   subjects: SubjectStore;
+  /** The usage rows and last use, on the same database (on SQLite, through the same writer). */
+  usage: UsageStore;
   /** The SQLite file's absolute path (or `:memory:`), or the PostgreSQL URL without its password. */
   database: string;
   /** How many migrations the database has applied. */
@@ -73,6 +81,7 @@ export async function openStore(
       engine: 'postgres',
       store: await createPostgresApiKeyStore(db, { listen: serving, logger, onWrite }),
       subjects: createPostgresSubjectStore(db),
+      usage: createPostgresUsageStore(db, { onWrite }),
       database: database.redacted,
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       client: { engine: 'postgres', sql: db.$client },
@@ -83,11 +92,14 @@ export async function openStore(
     serving && sqliteFile(database) !== undefined
       ? { onFailure: (reason: string) => logger?.warn('wal checkpoints back on the event loop', { reason }) }
       : undefined;
-  const store = createSqliteApiKeyStore(db, { onCommit, backgroundCheckpoints, writeLockWaitMs });
+  // One writer per connection: the key store's writes and the usage flushes share its commits.
+  const groupCommit = new GroupCommitWriter(db.$client, onCommit, writeLockWaitMs);
+  const store = createSqliteApiKeyStore(db, { onCommit, backgroundCheckpoints, groupCommit });
   return {
     engine: 'sqlite',
     store,
     subjects: createSqliteSubjectStore(db, store.write),
+    usage: createSqliteUsageStore(db, groupCommit),
     database: database.path,
     appliedMigrations: async () => appliedMigrationCount(db),
     client: { engine: 'sqlite', sqlite: db.$client },
@@ -104,6 +116,7 @@ export async function createKeygate(
     clock = systemClock,
     advertiseKeepAlive = false,
     writeLockWaitMs,
+    usageTimer = intervalTimer,
   }: {
     /** SQLite: how long writes wait for another process's write lock (default 2 s). */
     writeLockWaitMs?: number;
@@ -113,6 +126,8 @@ export async function createKeygate(
     clock?: Clock;
     /** serve: every response that keeps its connection says IDLE_TIMEOUT_SECONDS in a Keep-Alive header. */
     advertiseKeepAlive?: boolean;
+    /** What runs the usage flush every USAGE_FLUSH_SECONDS; tests drive one by hand. */
+    usageTimer?: FlushTimer;
   },
 ) {
   // Counted only when someone can read them: with METRICS_PORT unset nothing is counted (no route
@@ -148,7 +163,25 @@ export async function createKeygate(
     ttlSeconds: config.keyCacheSeconds,
     onLookup: metrics && ((hit) => metrics.cacheLookup('key', hit)),
   });
-  const service = createApiKeyService({ store, keys, clock, maxKeysPerUser: config.maxKeysPerUser });
+  // Usage counts in memory, written every USAGE_FLUSH_SECONDS; when too many keys are counted at once
+  // the counter asks for a flush early.
+  // (onFull runs only once the flusher below exists.)
+  const usageCounter = createUsageCounter({ clock, onFull: () => void usageFlusher.flush() });
+  const usageFlusher = createUsageFlusher({
+    counter: usageCounter,
+    store: opened.usage,
+    intervalSeconds: config.usageFlushSeconds,
+    timer: usageTimer,
+    logger,
+  });
+  const usage = createUsageService({ store: opened.usage, counter: usageCounter, flusher: usageFlusher });
+  const service = createApiKeyService({
+    store,
+    keys,
+    clock,
+    maxKeysPerUser: config.maxKeysPerUser,
+    lastUsedAt: usage.lastUsedAt,
+  });
   const jwt = createJwtAuthority({
     ...jwtKeySource(config, jwtSecret),
     issuer: config.jwtIssuer,
@@ -163,7 +196,10 @@ export async function createKeygate(
     service,
     store,
     tokens,
-    verifier: createVerifier({ tokens, service, ownerSubject: subjects?.subjectOf }),
+    verifier: createVerifier({ tokens, service, ownerSubject: subjects?.subjectOf, usage: usageCounter }),
+    usage,
+    usageCounter,
+    clock,
     logger,
     basePath: config.basePath,
     maxExpiresInSeconds: config.maxExpiresInSeconds,
@@ -183,13 +219,19 @@ export async function createKeygate(
     database: opened.database,
     client: opened.client,
     store,
+    usageStore: opened.usage,
+    usageCounter,
+    usageFlusher,
     keys,
     service,
     jwt,
     handle,
     metrics,
-    /** Waits for queued writes, then closes the database. */
-    close: () => store.close(),
+    /** Writes the usage counts, waits for queued writes, then closes the database. */
+    async close() {
+      await usageFlusher.stop();
+      await store.close();
+    },
   };
 }
 

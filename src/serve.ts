@@ -39,6 +39,7 @@ export async function serve(
     clock: systemClock,
     intervalSeconds: config.purgeIntervalSeconds,
     logger,
+    usage: { store: keygate.usageStore, retentionDays: config.usageRetentionDays },
   });
   const url = new URL(config.basePath || '/', server.url);
   logger.info('listening', {
@@ -66,6 +67,7 @@ export async function serve(
       }
       await metricsListener?.stop();
       await purge.stop();
+      // Writes the usage counts not yet flushed before the database closes.
       await keygate.close();
       logger.info('stopped');
       logger.flush();

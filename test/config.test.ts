@@ -44,6 +44,8 @@ describe('loadConfig', () => {
       metricsHost: '127.0.0.1',
       idleTimeoutSeconds: 75,
       shutdownTimeoutSeconds: 8,
+      usageFlushSeconds: 10,
+      usageRetentionDays: 90,
     });
   });
 
@@ -80,6 +82,10 @@ describe('loadConfig', () => {
     [{ KEY_CACHE_SECONDS: '3601' }, 'KEY_CACHE_SECONDS'],
     [{ KEY_CACHE_SECONDS: '-1' }, 'KEY_CACHE_SECONDS'],
     [{ KEY_CACHE_SECONDS: '1.5' }, 'KEY_CACHE_SECONDS'],
+    [{ USAGE_FLUSH_SECONDS: '0' }, 'USAGE_FLUSH_SECONDS'],
+    [{ USAGE_FLUSH_SECONDS: '301' }, 'USAGE_FLUSH_SECONDS'],
+    [{ USAGE_RETENTION_DAYS: '0' }, 'USAGE_RETENTION_DAYS'],
+    [{ USAGE_RETENTION_DAYS: '3651' }, 'USAGE_RETENTION_DAYS'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ HOST: ' ' }, 'HOST'],
     [{ METRICS_PORT: 'abc' }, 'METRICS_PORT'],
@@ -112,6 +118,13 @@ describe('loadConfig', () => {
       metricsPort: 0,
       metricsHost: '::1',
     });
+  });
+
+  it('takes USAGE_FLUSH_SECONDS from 1 to 300 and USAGE_RETENTION_DAYS from 1 to 3650', () => {
+    expect(loadConfig({ USAGE_FLUSH_SECONDS: '1' }).usageFlushSeconds).toBe(1);
+    expect(loadConfig({}, { USAGE_FLUSH_SECONDS: '300' }).usageFlushSeconds).toBe(300);
+    expect(loadConfig({ USAGE_RETENTION_DAYS: '1' }).usageRetentionDays).toBe(1);
+    expect(loadConfig({}, { USAGE_RETENTION_DAYS: '3650' }).usageRetentionDays).toBe(3650);
   });
 
   it('takes KEY_CACHE_SECONDS from 0 to 3600', () => {

@@ -3,13 +3,14 @@
 import { readKeyAndSecret } from '../auth/credentials';
 import { type AuthScheme, callerScheme } from '../auth/schemes';
 import { HttpError } from '../http/errors';
+import type { UsageRecorder } from '../usage/counter';
 import type { ApiKeyService } from './service';
 import { isConstrained } from './settings';
 
 export const NEEDS_KEY =
   'This endpoint needs an API key and secret: Authorization: Basic base64(key:secret), or X-API-Key and X-API-Secret.';
 
-export function keyAuth(service: Pick<ApiKeyService, 'authenticateKey'>): AuthScheme {
+export function keyAuth(service: Pick<ApiKeyService, 'authenticateKey'>, usage?: UsageRecorder): AuthScheme {
   return callerScheme(async (request) => {
     const credentials = readKeyAndSecret(request.headers);
     if (credentials.kind === 'absent') {
@@ -22,6 +23,8 @@ export function keyAuth(service: Pick<ApiKeyService, 'authenticateKey'>): AuthSc
     if (outcome.status !== 'valid') throw new HttpError(403, 'The API key or secret is not valid.');
     const { row } = outcome;
     if (row.enabled === false) throw new HttpError(403, 'The API key is disabled.');
+    // A last use, not a verification: the usage history does not count it.
+    usage?.record(row.id, 'authenticated');
     return {
       userId: row.userId,
       level: row.level,

@@ -213,7 +213,7 @@ export const KeySummary = t.Object({
   enabled: t.Boolean(),
   lastUsedAt: t.Union([t.String(), t.Null()], {
     description:
-      'The latest VALID verification or /key authentication (ISO ms), written in batches; null: never.',
+      'The latest valid verification or /key authentication, ISO 8601 with milliseconds; null when never used. Written in batches: at most USAGE_FLUSH_SECONDS behind.',
   }),
   meta: t.Optional(KeyMeta),
   ratelimit: t.Optional(RateLimit),

@@ -288,7 +288,7 @@ const checkRateLimit = (value: unknown) => rateLimitSchema.Check(value);
 const checkCredits = (value: unknown) => creditsSchema.Check(value);
 
 /** A `:id` not of the key format is 400, before anything is looked up. */
-function assertKeyId(id: string): void {
+export function assertKeyId(id: string): void {
   if (!KEY_ID_PATTERN.test(id)) {
     throw new HttpError(400, 'The key id must be "kg_" followed by at least 22 letters and digits.');
   }

@@ -35,17 +35,22 @@ import {
 } from './settings';
 import type { ApiKeyRow, ApiKeyStore, KeyUpdate, ListPosition } from './store';
 
-/** The outcome of a key and secret: an unknown key and a wrong secret are the same answer. */
+/**
+ * The outcome of a key and secret: an unknown key and a wrong secret are the same answer. A wrong
+ * secret for a key that exists carries its `keyId`, for the key's usage counts only (never an answer).
+ */
 export type KeyAuthentication =
   | { status: 'valid'; row: ApiKeyRow }
   | { status: 'expired'; row: ApiKeyRow }
-  | { status: 'not-found' };
+  | { status: 'not-found'; keyId?: string };
 
 export type ApiKeyServiceOptions = {
   store: ApiKeyStore;
   keys: Pick<KeyCache, 'find'>;
   clock: Clock;
   maxKeysPerUser: number;
+  /** A key's latest use, given the stored one: the usage service adds what it has not written yet. */
+  lastUsedAt?: (keyId: string, stored: number | null | undefined) => number | null;
 };
 
 export type ApiKeyService = ReturnType<typeof createApiKeyService>;
@@ -63,7 +68,17 @@ export type KeyPatch = {
   credits?: CreditsSetting | null;
 };
 
-export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiKeyServiceOptions) {
+export function createApiKeyService({
+  store,
+  keys,
+  clock,
+  maxKeysPerUser,
+  lastUsedAt = (_keyId, stored) => stored ?? null,
+}: ApiKeyServiceOptions) {
+  /** Key info, with the latest use the usage counter knows of. */
+  const infoOf = (row: ApiKeyRow, now: number): KeySummary =>
+    summaryOf(row, now, lastUsedAt(row.id, row.lastUsedAt));
+
   /** The caller's own live key, or 404 whether it is missing, expired or another user's. */
   async function ownLiveKey(caller: Caller, id: string, action: string): Promise<ApiKeyRow> {
     const row = await store.findKey(id);
@@ -136,7 +151,7 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
     },
 
     async getKey(caller: Caller, id: string): Promise<KeySummary> {
-      return summaryOf(await ownLiveKey(caller, id, 'see'), clock());
+      return infoOf(await ownLiveKey(caller, id, 'see'), clock());
     },
 
     /** One page of the caller's live keys at or below its level, newest first. */
@@ -155,7 +170,7 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
       const page = rows.slice(0, limit);
       const last = page.at(-1);
       const next = rows.length > limit && last ? { createdAt: last.createdAt, id: last.id } : null;
-      return { items: page.map((row) => summaryOf(row, now)), next };
+      return { items: page.map((row) => infoOf(row, now)), next };
     },
 
     /**
@@ -196,7 +211,7 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
       };
       const updated = await store.updateKey(id, update, now, signal);
       if (updated === undefined) throw new KeyNotFoundError();
-      return { apikey: summaryOf(updated, now), row: updated, changed: Object.keys(patch) };
+      return { apikey: infoOf(updated, now), row: updated, changed: Object.keys(patch) };
     },
 
     /**
@@ -246,7 +261,8 @@ export function createApiKeyService({ store, keys, clock, maxKeysPerUser }: ApiK
   function authenticationOf(secret: string, row: ApiKeyRow | undefined): KeyAuthentication {
     const matches = secretMatches(secret, row?.secretHash ?? UNKNOWN_KEY_HASH);
     const expired = (row?.expiresAt ?? 0) <= clock();
-    if (!row || !matches) return NOT_FOUND;
+    if (!row) return NOT_FOUND;
+    if (!matches) return { status: 'not-found', keyId: row.id };
     return expired ? { status: 'expired', row } : { status: 'valid', row };
   }
 }
@@ -284,7 +300,7 @@ function settingsView(row: ApiKeyRow, now: number) {
 }
 
 /** Key info: never a secret or a hash. */
-export function summaryOf(row: ApiKeyRow, now: number): KeySummary {
+export function summaryOf(row: ApiKeyRow, now: number, lastUsed: number | null): KeySummary {
   const { enabled, ...settings } = settingsView(row, now);
   return {
     key: row.id,
@@ -294,7 +310,7 @@ export function summaryOf(row: ApiKeyRow, now: number): KeySummary {
     createdAt: new Date(row.createdAt).toISOString(),
     expiresAt: new Date(row.expiresAt).toISOString(),
     enabled,
-    lastUsedAt: row.lastUsedAt == null ? null : new Date(row.lastUsedAt).toISOString(),
+    lastUsedAt: lastUsed === null ? null : new Date(lastUsed).toISOString(),
     ...settings,
   };
 }

@@ -24,6 +24,9 @@ const STATUS_TEXT: Record<string, string> = {
 };
 
 const ERROR_REF = { $ref: '#/components/schemas/Error' };
+
+/** In a route's `detail`: its query parameters, when it also has path parameters (see below). */
+export const QUERY_PARAMETERS = 'x-query-parameters';
 const header = (name: string) => ({ $ref: `#/components/headers/${name}` });
 
 export type OpenApiOptions = {
@@ -72,6 +75,13 @@ export function finishDocument(
       const operation = operations[method];
       if (!operation) continue;
       operation.operationId = operationIdOf(method, path);
+      // The generator writes a route's path parameters over `detail.parameters`: a route with both
+      // declares its query parameters here instead, and they are added after the path's.
+      const query = operation[QUERY_PARAMETERS];
+      if (Array.isArray(query)) {
+        operation.parameters = [...((operation.parameters as unknown[] | undefined) ?? []), ...query];
+        delete operation[QUERY_PARAMETERS];
+      }
       operation.security ??= []; // said explicitly: this operation takes no credentials
       operation.responses = finishResponses(operation.responses ?? {});
     }

@@ -1,9 +1,12 @@
-// Purge of expired keys, in small batches: each batch is one short write in the group commit, and
-// requests run between batches, so none waits long behind a large purge.
+// Purge of expired keys (and of usage rows past their retention), in small batches: each batch is
+// one short write in the group commit, and requests run between batches, so none waits long behind a
+// large purge.
 import { createAuditLog } from '../apikeys/audit';
 import type { ApiKeyStore } from '../apikeys/store';
 import type { Clock } from '../core/clock';
 import type { Logger } from '../core/log';
+import { DAY_MS } from '../usage/service';
+import type { UsageStore } from '../usage/store';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -53,12 +56,33 @@ export async function purgeExpiredKeys(
   return removed;
 }
 
-/** Runs a pass every `intervalSeconds`; stop() ends a running pass after its current batch. */
+/**
+ * Usage retention: the rows whose hour began more than `retentionDays` ago, removed by the same paced
+ * batches as expired keys; resolves with how many.
+ */
+export function purgeOldUsage(
+  store: Pick<UsageStore, 'deleteUsageBefore'>,
+  clock: Clock,
+  retentionDays: number,
+  options: PurgeOptions = {},
+): Promise<number> {
+  const batches = {
+    deleteExpiredBatch: (now: number, limit: number) =>
+      store.deleteUsageBefore(now - retentionDays * DAY_MS, limit),
+  };
+  return purgeExpiredKeys(batches, clock, options);
+}
+
+/**
+ * Runs a pass every `intervalSeconds` (expired keys, then usage rows past their retention);
+ * stop() ends a running pass after its current batch.
+ */
 export function startPurgeTimer(options: {
   store: Pick<ApiKeyStore, 'deleteExpiredBatch'>;
   clock: Clock;
   intervalSeconds: number;
   logger: Logger;
+  usage?: { store: Pick<UsageStore, 'deleteUsageBefore'>; retentionDays: number };
 }): { stop(): Promise<void> } {
   let running: Promise<void> | undefined;
   const stopping = new AbortController();
@@ -66,8 +90,16 @@ export function startPurgeTimer(options: {
   const timer = setInterval(() => {
     if (running) return;
     const started = performance.now();
+    const { usage } = options;
     running = purgeExpiredKeys(options.store, options.clock, { signal: stopping.signal })
       .then((removed) => audit.purged(removed, Math.round(performance.now() - started)))
+      .then(async () => {
+        if (usage === undefined) return;
+        const rows = await purgeOldUsage(usage.store, options.clock, usage.retentionDays, {
+          signal: stopping.signal,
+        });
+        if (rows > 0) options.logger.info('usage.purged', { rows, retentionDays: usage.retentionDays });
+      })
       .catch((error: unknown) => options.logger.error('purge failed', { error: String(error) }))
       .finally(() => {
         running = undefined;

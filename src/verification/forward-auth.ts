@@ -86,13 +86,14 @@ function verdictOf(
       'x-keygate-code': scheme === 'jwt' ? 'INVALID_TOKEN' : 'NOT_FOUND',
     });
   }
-  let verdict: SyncOrAsync<Verdict>;
-  if (bearer.kind === 'bearer') verdict = verifier.verifyToken(bearer.token, 0);
-  else if (key?.kind === 'key') verdict = verifier.verifyKey(key.key, key.secret, 0);
-  else throw new Error('unreachable: a credential is present');
-  return andThen(verdict, (settled) => {
+  const judge = (settled: Verdict) =>
+    againstMinLevel(settled, query, request.headers.get('x-keygate-min-level'), scheme, onVerdict);
+  // A key's verdict is judged inside the verifier, so that its usage counts the final one.
+  if (key?.kind === 'key') return verifier.verifyKey(key.key, key.secret, 0, judge);
+  if (bearer.kind !== 'bearer') throw new Error('unreachable: a credential is present');
+  return andThen(verifier.verifyToken(bearer.token, 0), (settled) => {
     if (settled.code === 'INVALID_TOKEN') context.tokenRefusal = settled.reason;
-    return againstMinLevel(settled, query, request.headers.get('x-keygate-min-level'), scheme, onVerdict);
+    return judge(settled);
   });
 }
 

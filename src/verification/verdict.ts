@@ -8,6 +8,7 @@ import type { ApiKeyRow } from '../apikeys/store';
 import type { TokenRefusal } from '../auth/jwt';
 import type { TokenUser, TokenUsers } from '../auth/token-users';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
+import { type UsageRecorder, usageOutcomeOf } from '../usage/counter';
 
 /** `subject`: with mapped user ids, the token's `sub`, or the subject of the key's owner. */
 export type Principal =
@@ -43,11 +44,14 @@ export function createVerifier({
   tokens,
   service,
   ownerSubject,
+  usage,
 }: {
   tokens: TokenUsers;
   service: Pick<ApiKeyService, 'authenticateKey'>;
   /** With mapped user ids: the subject a key's owner was given to (at once when remembered). */
   ownerSubject?: (userId: number) => SyncOrAsync<string | undefined>;
+  /** Told each verdict on an existing key (a new code is counted by usageOutcomeOf, denied by default). */
+  usage?: UsageRecorder;
 }) {
   const keyVerdict = (outcome: KeyAuthentication, minLevel: number): SyncOrAsync<Verdict> => {
     if (outcome.status === 'not-found') return { valid: false, code: 'NOT_FOUND' };
@@ -64,9 +68,26 @@ export function createVerifier({
     });
   };
   return {
-    /** At once on a key cache hit or a synchronous store's read (no promise), else a promise. */
-    verifyKey(key: string, secret: string, minLevel: number): SyncOrAsync<Verdict> {
-      return andThen(service.authenticateKey(key, secret), (outcome) => keyVerdict(outcome, minLevel));
+    /**
+     * At once on a key cache hit or a synchronous store's read (no promise), else a promise. `judge`
+     * may turn the verdict into the final one (forward-auth's level, required after the credential is
+     * judged); the final verdict is the one the key's usage counts, and none when `judge` throws.
+     */
+    verifyKey(
+      key: string,
+      secret: string,
+      minLevel: number,
+      judge?: (verdict: Verdict) => Verdict,
+    ): SyncOrAsync<Verdict> {
+      return andThen(service.authenticateKey(key, secret), (outcome) =>
+        andThen(keyVerdict(outcome, minLevel), (first) => {
+          const verdict = judge === undefined ? first : judge(first);
+          // Only ids that name a key: an unknown id counts nothing (a wrong secret carries its key's id).
+          const keyId = outcome.status === 'not-found' ? outcome.keyId : outcome.row.id;
+          if (keyId !== undefined) usage?.record(keyId, usageOutcomeOf(verdict.code));
+          return verdict;
+        }),
+      );
     },
 
     async verifyToken(token: string, minLevel: number): Promise<Verdict> {

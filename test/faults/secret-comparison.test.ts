@@ -77,8 +77,12 @@ describe('authenticateKey', () => {
     expect(await service.authenticateKey('kg_zzzzzzzzzzzzzzzzzzzzzz', secret)).toEqual({
       status: 'not-found',
     });
-    // A wrong secret with a valid checksum (a bad checksum is refused earlier, before any lookup).
-    expect(await service.authenticateKey(row.id, generateSecret())).toEqual({ status: 'not-found' });
+    // A wrong secret with a valid checksum (a bad checksum is refused earlier, before any lookup): the
+    // same status; the existing key's id rides along for its usage counts only (never an answer).
+    expect(await service.authenticateKey(row.id, generateSecret())).toEqual({
+      status: 'not-found',
+      keyId: row.id,
+    });
     expect(await service.authenticateKey(row.id, secret)).toEqual({ status: 'valid', row });
     expect(timingSafeEqual).toHaveBeenCalledTimes(3);
     for (const [a, b] of timingSafeEqual.mock.calls as unknown as Array<[Uint8Array, Uint8Array]>) {

@@ -76,6 +76,27 @@ describe('the OpenAPI document', () => {
     });
   });
 
+  it('names the usage schemas, lists the usage query, and shows lastUsedAt in the key info', async () => {
+    const doc = await documentOf();
+    expect(Object.keys(doc.components.schemas)).toEqual(
+      expect.arrayContaining(['UsageResponse', 'UsageBucket']),
+    );
+    for (const scheme of ['jwt', 'key']) {
+      const usage = doc.paths[`/apikeys/{id}/usage/${scheme}`].get;
+      expect(usage.responses['200'].content['application/json'].schema).toEqual({
+        $ref: '#/components/schemas/UsageResponse',
+      });
+      expect(usage.parameters.map((p: { name: string; in: string }) => `${p.in}:${p.name}`)).toEqual([
+        'path:id',
+        'query:granularity',
+        'query:since',
+        'query:until',
+      ]);
+    }
+    expect(doc.components.schemas.KeySummary.required).toContain('lastUsedAt');
+    expect(doc.components.schemas.KeySummary.properties.lastUsedAt.type).toEqual(['string', 'null']);
+  });
+
   it('types integers as integers, everywhere', async () => {
     const doc = await documentOf();
     const { CreatedApiKey, CreateKeyRequest } = doc.components.schemas;

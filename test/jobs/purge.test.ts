@@ -169,4 +169,42 @@ describe('startPurgeTimer', () => {
     await new Promise((resolve) => setTimeout(resolve, 5));
     expect(calls).toBe(after);
   });
+
+  it('removes usage rows past USAGE_RETENTION_DAYS after the expired keys, and logs how many', async () => {
+    const key = await k.createKey(1, { expiresIn: 100 * 24 * 3600 });
+    const hour = k.time.now - (k.time.now % 3_600_000);
+    await k.keygate.usageStore.writeUsage({
+      rows: [0, 1, 2].map((h) => ({
+        keyId: key.key,
+        bucket: hour + h * 3_600_000,
+        valid: 1,
+        rateLimited: 0,
+        usageExceeded: 0,
+        denied: 0,
+      })),
+      lastUsed: [],
+    });
+    k.time.now = hour + 2 * 24 * 3_600_000 + 3_600_000 + 1; // two days and an hour on
+    const purged = Promise.withResolvers<void>();
+    const lines: string[] = [];
+    const timer = startPurgeTimer({
+      store: k.keygate.store,
+      clock: () => k.time.now,
+      intervalSeconds: 0.001,
+      logger: createLogger('info', (line) => {
+        lines.push(line);
+        if (line.includes('usage.purged')) purged.resolve();
+      }),
+      usage: { store: k.keygate.usageStore, retentionDays: 2 },
+    });
+    await purged.promise;
+    await timer.stop();
+    const left = await rawQuery(k.keygate, 'SELECT bucket FROM key_usage ORDER BY bucket');
+    expect(left.map((row) => Number(row.bucket))).toEqual([hour + 2 * 3_600_000]);
+    expect(JSON.parse(lines.find((line) => line.includes('usage.purged')) ?? '{}')).toMatchObject({
+      msg: 'usage.purged',
+      rows: 2,
+      retentionDays: 2,
+    });
+  });
 });

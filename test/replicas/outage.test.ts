@@ -64,6 +64,8 @@ const ROUTES: RouteCase[] = [
     (k) => ({ key: k.uncached.key, secret: k.uncached.secret }),
     200,
   ],
+  ['GET /apikeys/:id/usage/jwt', 'GET', (k) => `/apikeys/${k.get.key}/usage/jwt`, 'jwt', undefined, 200],
+  ['GET /apikeys/:id/usage/key', 'GET', (k) => `/apikeys/${k.get.key}/usage/key`, 'key', undefined, 200],
   ['GET /forward-auth (a key not cached)', 'GET', () => '/forward-auth', 'none', undefined, 200],
   ['GET /health', 'GET', () => '/health', 'none', undefined, 200],
 ];

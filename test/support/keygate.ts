@@ -4,6 +4,7 @@
 import { type Config, loadConfig } from '../../src/config';
 import { createLogger } from '../../src/core/log';
 import { createKeygate } from '../../src/keygate';
+import type { FlushTimer } from '../../src/usage/flusher';
 import { freshPostgresDatabase, TEST_ENGINE } from './postgres';
 
 export const JWT_SECRET = 'test-secret-that-is-at-least-32-bytes-long';
@@ -26,7 +27,23 @@ export async function testKeygate(env: Record<string, string> = {}) {
   const time = { now: START };
   const written: string[] = [];
   const logger = createLogger(config.logLevel, (chunk) => written.push(chunk));
-  const keygate = await createKeygate(config, { jwtSecret: JWT_SECRET, logger, clock: () => time.now });
+  // The usage flush runs when a test says so (usageTick), never on a timer of its own.
+  const usageTimer: FlushTimer & { ticks: Array<() => void>; intervalMs?: number } = Object.assign(
+    (tick: () => void, ms: number) => {
+      usageTimer.ticks.push(tick);
+      usageTimer.intervalMs = ms;
+      return () => {
+        usageTimer.ticks = usageTimer.ticks.filter((other) => other !== tick);
+      };
+    },
+    { ticks: [] as Array<() => void> },
+  );
+  const keygate = await createKeygate(config, {
+    jwtSecret: JWT_SECRET,
+    logger,
+    clock: () => time.now,
+    usageTimer,
+  });
   /** Every log line written so far, parsed; `msg` filters them. */
   // biome-ignore lint/suspicious/noExplicitAny: tests assert on whatever fields a line has.
   const logLines = (msg?: string): any[] => {
@@ -140,6 +157,12 @@ export async function testKeygate(env: Record<string, string> = {}) {
     config,
     keygate,
     time,
+    usageTimer,
+    /** The usage timer's interval passing: a flush, resolved once written (flusher.test.ts drives the tick). */
+    async usageTick() {
+      if (usageTimer.ticks.length !== 1) throw new Error('the usage flusher has no timer running');
+      await keygate.usageFlusher.flush();
+    },
     req,
     token,
     bearer,

@@ -12,7 +12,7 @@ import { keyChanges } from '../key-changes';
 import { lineageOf, withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
 import type { PostgresDb } from './open';
-import { apiKeys, keyCredits, userKeyCounts } from './schema';
+import { apiKeys, keyCredits, keyUsage, userKeyCounts } from './schema';
 import { unavailableCode, unavailableOr } from './unavailable';
 
 /** The NOTIFY channel: a payload is the sending replica's id, a space, and the comma-separated key ids. */
@@ -254,11 +254,15 @@ export async function createPostgresApiKeyStore(
           WITH gone AS (DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ${id}
             RETURNING coalesce(${apiKeys.lineage}, ${apiKeys.id}) AS lineage)
           SELECT lineage, pg_notify(${KEYS_CHANNEL}, ${payloadOf([id])}) FROM gone`);
+        if (rows.length === 0) return false;
         await dropCreditsOfGone(
           tx,
           [...rows].map((row) => row.lineage),
         );
-        return rows.length > 0;
+        // The key's usage rows go with it. A statement of its own, after the key's row lock: a usage
+        // flush that held that lock has committed by now, and this statement sees its rows.
+        await tx.delete(keyUsage).where(eq(keyUsage.keyId, id));
+        return true;
       }, signal);
       if (deleted) announce([id]);
       return deleted;
@@ -343,7 +347,9 @@ export async function createPostgresApiKeyStore(
           [...rows].map((row) => row.lineage),
         );
         // Expired keys are refused everywhere already (the expiry is checked); no need to NOTIFY.
-        return [...rows].map((row) => row.id);
+        const ids = [...rows].map((row) => row.id);
+        if (ids.length > 0) await tx.delete(keyUsage).where(inArray(keyUsage.keyId, ids));
+        return ids;
       });
       announce(ids);
       return ids.length;

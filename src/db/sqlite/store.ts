@@ -8,7 +8,7 @@ import { lineageOf, withCredits } from '../key-rows';
 import { checkpointInBackground } from './checkpoints';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
-import { apiKeys, keyCredits, userKeyCounts } from './schema';
+import { apiKeys, keyCredits, keyUsage, userKeyCounts } from './schema';
 
 // SQLite answers these when the disk, the file or another process's lock is in the way.
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
@@ -35,9 +35,12 @@ export function createSqliteApiKeyStore(
     writeLockWaitMs?: number;
     /** Run the WAL checkpoints on a thread of their own (a serving keygate); told if it fails. */
     backgroundCheckpoints?: { onFailure: (reason: string) => void };
+    /** The connection's one writer, when another store (usage) shares it; else one of its own. */
+    groupCommit?: GroupCommitWriter;
   } = {},
 ): SqliteApiKeyStore {
-  const groupCommit = new GroupCommitWriter(db.$client, options.onCommit, options.writeLockWaitMs);
+  const groupCommit =
+    options.groupCommit ?? new GroupCommitWriter(db.$client, options.onCommit, options.writeLockWaitMs);
   const checkpoints =
     options.backgroundCheckpoints &&
     checkpointInBackground(db.$client, {
@@ -186,6 +189,11 @@ export function createSqliteApiKeyStore(
     .where(eq(apiKeys.id, sql.placeholder('id')))
     .returning({ id: apiKeys.id, lineage: apiKeys.lineage })
     .prepare();
+  // A key's usage rows go with it, in the same transaction.
+  const deleteUsageOf = db
+    .delete(keyUsage)
+    .where(eq(keyUsage.keyId, sql.placeholder('id')))
+    .prepare();
 
   // SQLite has no portable DELETE ... LIMIT: pick the batch in a subquery on the expires_at index.
   const deleteExpired = db
@@ -262,8 +270,10 @@ export function createSqliteApiKeyStore(
       return writer.write(
         () => {
           const gone = deleteById.all({ id });
+          if (gone.length === 0) return false;
           dropCreditsOfGone(gone.map(lineageOf));
-          return gone.length > 0;
+          deleteUsageOf.run({ id });
+          return true;
         },
         (deleted) => {
           if (deleted) announce([id]);
@@ -329,6 +339,7 @@ export function createSqliteApiKeyStore(
           () => {
             const gone = deleteExpired.all({ now, limit });
             dropCreditsOfGone(gone.map(lineageOf));
+            for (const { id } of gone) deleteUsageOf.run({ id });
             return gone.map((row) => row.id);
           },
           (ids) => announce(ids),

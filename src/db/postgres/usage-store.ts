@@ -1,0 +1,108 @@
+// The UsageStore on PostgreSQL, for any number of replicas: each flush is one transaction, whose
+// multi-row upsert adds this replica's counts to whatever the others wrote (so they add up), and
+// whose last_used_at update keeps the later of the two times.
+import type { UsageRow } from '../../usage/counter';
+import type { UsageStore } from '../../usage/store';
+import type { PostgresDb } from './open';
+import { unavailableCode, unavailableOr } from './unavailable';
+
+// First the keys of the batch are locked, in id order, against a delete: a key deleted before the
+// lock is not returned (its rows are skipped), one deleted after waits for this commit and then
+// removes the rows it wrote. Two replicas flushing the same keys take the locks in the same order
+// and insert in the same (key_id, bucket) order, so they queue rather than deadlock; the locks are
+// taken at their final strength at once (no upgrade from a weaker one, which can deadlock too).
+const LOCK_KEYS = 'SELECT id FROM api_keys WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE';
+
+const MARK_USED = `
+  UPDATE api_keys AS k SET last_used_at = GREATEST(k.last_used_at, u.at)
+  FROM unnest($1::text[], $2::bigint[]) AS u(id, at) WHERE k.id = u.id`;
+
+const ADD_ROWS = `
+  INSERT INTO key_usage (key_id, bucket, valid, rate_limited, usage_exceeded, denied)
+  SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[])
+  ORDER BY 1, 2
+  ON CONFLICT (key_id, bucket) DO UPDATE SET
+    valid = key_usage.valid + EXCLUDED.valid,
+    rate_limited = key_usage.rate_limited + EXCLUDED.rate_limited,
+    usage_exceeded = key_usage.usage_exceeded + EXCLUDED.usage_exceeded,
+    denied = key_usage.denied + EXCLUDED.denied`;
+
+const READ_ROWS = `
+  SELECT key_id, bucket, valid, rate_limited, usage_exceeded, denied FROM key_usage
+  WHERE key_id = $1 AND bucket >= $2 AND bucket <= $3 ORDER BY bucket`;
+
+// SKIP LOCKED: replicas removing old rows at the same time take different ones, and wait on none.
+const DELETE_OLD = `
+  DELETE FROM key_usage WHERE (key_id, bucket) IN (
+    SELECT key_id, bucket FROM key_usage WHERE bucket < $1 ORDER BY bucket LIMIT $2 FOR UPDATE SKIP LOCKED)`;
+
+export function createPostgresUsageStore(
+  db: PostgresDb,
+  {
+    onWrite,
+  }: {
+    /** Told after each write transaction: committed, or refused because the database is unavailable. */
+    onWrite?: (committed: boolean) => void;
+  } = {},
+): UsageStore {
+  const client = db.$client;
+  /** One transaction; no synchronous_commit of its own: no answer waits on these counts. */
+  const transaction = <T>(work: (tx: typeof client) => Promise<T>): Promise<T> =>
+    client
+      .begin((tx) => work(tx as unknown as typeof client))
+      .then(
+        (value) => {
+          onWrite?.(true);
+          return value as T;
+        },
+        (error: unknown) => {
+          if (unavailableCode(error) !== undefined) onWrite?.(false);
+          return unavailableOr(error);
+        },
+      );
+
+  return {
+    async writeUsage({ rows, lastUsed }) {
+      if (rows.length === 0 && lastUsed.length === 0) return;
+      const ids = [...new Set([...rows.map((row) => row.keyId), ...lastUsed.map((use) => use.keyId)])];
+      await transaction(async (tx) => {
+        const locked = await tx.unsafe(LOCK_KEYS, [ids]);
+        const existing = new Set(locked.map((row: { id: string }) => row.id));
+        const used = lastUsed.filter((use) => existing.has(use.keyId));
+        if (used.length > 0) {
+          await tx.unsafe(MARK_USED, [used.map((use) => use.keyId), used.map((use) => use.at)]);
+        }
+        const kept = rows.filter((row) => existing.has(row.keyId));
+        if (kept.length > 0) {
+          await tx.unsafe(ADD_ROWS, [
+            kept.map((row) => row.keyId),
+            kept.map((row) => row.bucket),
+            kept.map((row) => row.valid),
+            kept.map((row) => row.rateLimited),
+            kept.map((row) => row.usageExceeded),
+            kept.map((row) => row.denied),
+          ]);
+        }
+      });
+    },
+
+    async readUsage(keyId, from, to) {
+      const rows = await client.unsafe(READ_ROWS, [keyId, from, to]).catch(unavailableOr);
+      // bigint columns come back as strings.
+      return rows.map(
+        (row: Record<string, string>): UsageRow => ({
+          keyId: row.key_id as string,
+          bucket: Number(row.bucket),
+          valid: Number(row.valid),
+          rateLimited: Number(row.rate_limited),
+          usageExceeded: Number(row.usage_exceeded),
+          denied: Number(row.denied),
+        }),
+      );
+    },
+
+    async deleteUsageBefore(before, limit) {
+      return transaction(async (tx) => (await tx.unsafe(DELETE_OLD, [before, limit])).count as number);
+    },
+  };
+}
