@@ -1,0 +1,149 @@
+// The PostgreSQL rate limiter, as replicas use it: two pools on one database are two replicas. A burst
+// spread over both gets exactly `limit`; a steady overload from both gets between 90 % and 100 %; the
+// whole limit is back a duration after the last admission. The database's clock decides and cannot be
+// injected, so the overload and the idle test take a few seconds of real time with short durations
+// (1-2 s). Runs with KEYGATE_TEST_DATABASE=postgres; plain `bun test` skips it.
+import { afterEach, describe, expect, it } from 'bun:test';
+import { SQL } from 'bun';
+import { openPostgres } from '../../src/db/postgres/open';
+import { createPostgresRateLimiter, type PostgresRateLimiter } from '../../src/db/postgres/rate-limits';
+import type { CountedLimit } from '../../src/limits/rate-limit';
+import { SUB_WINDOWS } from '../../src/limits/sliding-window';
+import { freshPostgresDatabase, TEST_ENGINE } from '../support/postgres';
+
+const closing: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const close of closing.splice(0).reverse()) await close();
+});
+
+/** A replica's limiter: its own pool of `size` connections on the (migrated) database. */
+async function replica(url: string, size = 4): Promise<PostgresRateLimiter> {
+  const db = await openPostgres(url, size);
+  closing.push(() => db.$client.close());
+  return createPostgresRateLimiter(db.$client);
+}
+
+async function twoReplicas() {
+  const url = await freshPostgresDatabase();
+  return [await replica(url), await replica(url)] as const;
+}
+
+describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL rate limiter', () => {
+  it('answers remaining, reset and retryAfter, and counts nothing on a check or a refusal', async () => {
+    const [limiter] = await twoReplicas();
+    const limits = [{ counter: 'k', limit: 3, duration: 60 }];
+    const first = await limiter.consume(limits);
+    expect(first.allowed).toBe(true);
+    expect(first.reported).toMatchObject({ limit: 3, duration: 60, remaining: 2, reset: first.now + 60_000 });
+    expect((await limiter.check(limits)).reported.remaining).toBe(2);
+    await limiter.consume(limits);
+    await limiter.consume(limits);
+    const refused = await limiter.consume(limits);
+    expect(refused.allowed).toBe(false);
+    expect(refused.ticket).toBeUndefined();
+    expect(refused.reported.remaining).toBe(0);
+    // The first admission frees its slot a minute after it was made.
+    expect(refused.retryAfterSeconds).toBe(Math.ceil((first.now + 60_000 - refused.now) / 1000));
+    expect(refused.retryAfterSeconds).toBeGreaterThan(55);
+    expect((await limiter.check(limits)).reported.remaining).toBe(0);
+  });
+
+  it('gives a refunded admission back, and starts forgotten or changed counters afresh', async () => {
+    const [limiter] = await twoReplicas();
+    const limits = [{ counter: 'k', limit: 2, duration: 60 }];
+    await limiter.consume(limits);
+    const second = await limiter.consume(limits);
+    expect(second.reported.remaining).toBe(0);
+    await limiter.refund(limits, second.ticket ?? []);
+    expect((await limiter.check(limits)).reported.remaining).toBe(1);
+    // A refund under another rule than the one counted is ignored.
+    await limiter.refund([{ counter: 'k', limit: 9, duration: 60 }], second.ticket ?? []);
+    expect((await limiter.check(limits)).reported.remaining).toBe(1);
+    await limiter.forget(['k']);
+    expect((await limiter.check(limits)).reported.remaining).toBe(2);
+    await limiter.consume(limits);
+    const changed = [{ counter: 'k', limit: 5, duration: 60 }];
+    expect((await limiter.consume(changed)).reported.remaining).toBe(4);
+  });
+
+  it('passes a verification only when every limit allows it, and counts it on all or none', async () => {
+    const [limiter] = await twoReplicas();
+    const own = { counter: 'key', limit: 1, duration: 60 };
+    const operator = { counter: 'operator', limit: 100, duration: 60 };
+    const first = await limiter.consume([own, operator]);
+    expect(first.allowed).toBe(true);
+    expect(first.reported).toMatchObject({ limit: 1, remaining: 0 });
+    expect((await limiter.consume([own, operator])).allowed).toBe(false);
+    expect((await limiter.check([operator])).reported.remaining).toBe(99);
+  });
+
+  it('gives a burst of limit + k spread over two replicas exactly limit', async () => {
+    const [one, two] = await twoReplicas();
+    // Two limits listed in opposite orders by the two replicas: locks in counter order cannot deadlock.
+    const own = { counter: 'key', limit: 50, duration: 60 };
+    const operator = { counter: 'operator', limit: 1000, duration: 60 };
+    const verdicts = await Promise.all(
+      Array.from({ length: 90 }, (_, i) =>
+        i % 2 === 0 ? one.consume([own, operator]) : two.consume([operator, own]),
+      ),
+    );
+    expect(verdicts.filter((verdict) => verdict.allowed).length).toBe(50);
+    expect((await one.check([operator])).reported.remaining).toBe(950);
+  });
+
+  it('gives a steady overload from two replicas at least 90 % and at most 100 % of the limit', async () => {
+    const [one, two] = await twoReplicas();
+    const limit: CountedLimit = { counter: 'k', limit: 40, duration: 2 };
+    const d = limit.duration * 1000;
+    // About 4 × the limit's rate for 4 s: one verification every 12.5 ms, alternating replicas.
+    const verdicts: { allowed: boolean; now: number }[] = [];
+    const started = performance.now();
+    for (let i = 0; performance.now() - started < 4_000; i++) {
+      const verdict = await (i % 2 === 0 ? one : two).consume([limit]);
+      verdicts.push({ allowed: verdict.allowed, now: verdict.now });
+      await Bun.sleep(Math.max(0, started + (i + 1) * 12.5 - performance.now()));
+    }
+    const times = verdicts.map((verdict) => verdict.now);
+    const T = (times.at(-1) as number) - (times[0] as number);
+    const longestGap = Math.max(...times.slice(1).map((at, i) => at - (times[i] as number)));
+    const admitted = verdicts.filter((verdict) => verdict.allowed).map((verdict) => verdict.now);
+    // At most the limit in every rolling window, so at most limit × (T/duration + 1) over T.
+    for (const [i, t] of admitted.entries()) {
+      expect(admitted.slice(0, i + 1).filter((earlier) => earlier > t - d).length).toBeLessThanOrEqual(40);
+    }
+    expect(admitted.length).toBeLessThanOrEqual(40 * (T / d + 1));
+    // The floor the algorithm guarantees for the arrivals as they came (docs/rate-limits.md), and 90 %.
+    const floor = (40 * (T - longestGap)) / (d + d / SUB_WINDOWS + longestGap);
+    expect(admitted.length).toBeGreaterThanOrEqual(Math.floor(floor));
+    expect(longestGap).toBeLessThan(100); // else the machine, not the limiter, was too slow to overload it
+    expect(admitted.length).toBeGreaterThanOrEqual((0.9 * 40 * T) / d);
+  }, 20_000);
+
+  it('has the whole limit back a duration after the last admission, on the database clock', async () => {
+    const [one, two] = await twoReplicas();
+    const limit = { counter: 'k', limit: 2, duration: 1 };
+    await one.consume([limit]);
+    const last = await two.consume([limit]);
+    expect(last.reported.remaining).toBe(0);
+    expect((await one.consume([limit])).allowed).toBe(false);
+    // Real time: the database's clock decides.
+    await Bun.sleep(last.reported.reset - last.now + 20);
+    const back = await two.check([limit]);
+    expect(back.reported).toMatchObject({ remaining: 2, reset: back.now });
+    expect((await one.consume([limit])).allowed).toBe(true);
+    expect((await two.consume([limit])).allowed).toBe(true);
+    expect((await one.consume([limit])).allowed).toBe(false);
+  });
+
+  it('sweeps windows that hold nothing any more, and only those', async () => {
+    const url = await freshPostgresDatabase();
+    const limiter = await replica(url);
+    await limiter.consume([{ counter: 'short', limit: 5, duration: 1 }]);
+    await limiter.consume([{ counter: 'long', limit: 5, duration: 3600 }]);
+    await Bun.sleep(1_050);
+    expect(await limiter.sweep()).toBe(1);
+    const admin = new SQL(url, { max: 1 });
+    closing.push(() => admin.close());
+    expect(await admin`SELECT counter FROM rate_limit_windows`).toEqual([{ counter: 'long' }]);
+  });
+});
