@@ -23,10 +23,14 @@ type DecisionRow = {
   epoch: string | number | null;
 };
 
-export type PostgresRateLimiter = RateLimiter & {
+export interface PostgresRateLimiter extends RateLimiter {
+  check(limits: readonly CountedLimit[]): Promise<RateLimitVerdict>;
+  consume(limits: readonly CountedLimit[]): Promise<RateLimitVerdict>;
+  refund(limits: readonly CountedLimit[], ticket: RateLimitTicket): Promise<void>;
+  forget(counters: readonly string[]): Promise<void>;
   /** Deletes up to `batch` windows that hold nothing any more; how many it deleted. */
   sweep(batch?: number): Promise<number>;
-};
+}
 
 export function createPostgresRateLimiter(sql: SQL): PostgresRateLimiter {
   const argumentsOf = (limits: readonly CountedLimit[]) => ({
