@@ -14,7 +14,7 @@ CREATE UNLOGGED TABLE "rate_limit_windows" (
 );
 --> statement-breakpoint
 -- One decision for a verification under one or more limits, on the database's clock: every counter's
--- row is locked (in counter order, so two decisions sharing counters cannot deadlock), the verification
+-- row is locked, the verification
 -- passes when every window holds fewer than its limit, and only then is it counted on every one. A
 -- refusal writes nothing. A counter whose limit or duration changed starts afresh. With p_take false it
 -- only reads (check). One row per counter, in the order given: the state after the decision and, when
@@ -30,6 +30,7 @@ DECLARE
 	v_now bigint;
 	v_allowed boolean := true;
 	v_row "rate_limit_windows"%ROWTYPE;
+	v_lock record;
 	v_epochs bigint[];
 	v_counts integer[];
 	v_latest bigint[];
@@ -42,10 +43,18 @@ DECLARE
 	v_n integer;
 BEGIN
 	IF p_take THEN
-		INSERT INTO "rate_limit_windows" AS w ("counter", "limit", "duration_ms", "epochs", "counts", "latest", "idle_at")
-			SELECT u.c, u.l, u.d, '{}', '{}', '{}', 0
-			FROM unnest(p_counters, p_limits, p_durations_ms) AS u(c, l, d) ORDER BY u.c
-			ON CONFLICT ("counter") DO UPDATE SET "limit" = w."limit";
+		-- Lock each row, creating a missing one; in counter order, so two decisions sharing counters cannot
+		-- deadlock. An existing row is only locked (no new row version): a refusal writes nothing.
+		FOR v_lock IN
+			SELECT u.c, u.l, u.d FROM unnest(p_counters, p_limits, p_durations_ms) AS u(c, l, d) ORDER BY u.c
+		LOOP
+			PERFORM 1 FROM "rate_limit_windows" w WHERE w."counter" = v_lock.c FOR UPDATE;
+			IF NOT FOUND THEN
+				INSERT INTO "rate_limit_windows" AS w ("counter", "limit", "duration_ms", "epochs", "counts", "latest", "idle_at")
+					VALUES (v_lock.c, v_lock.l, v_lock.d, '{}', '{}', '{}', 0)
+					ON CONFLICT ("counter") DO UPDATE SET "limit" = w."limit";
+			END IF;
+		END LOOP;
 	END IF;
 	-- Read after the locks are held: decisions on one counter see the clock in the order they count.
 	v_now := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;

@@ -4,14 +4,14 @@
 // and PostgreSQL, where concurrent takes from two pools never spend more than was granted.
 
 import { Database } from 'bun:sqlite';
-import { afterEach, describe, expect, it } from 'bun:test';
+import { afterEach, beforeAll, describe, expect, it } from 'bun:test';
 import { SQL } from 'bun';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
 import fc from 'fast-check';
 import { takeCreditsStatement } from '../../src/db/credits-take';
 import { effectiveCredits, nextRefillAt, type StoredCredits, takeCredits } from '../../src/limits/credits';
-import { freshPostgresDatabase, TEST_ENGINE } from '../support/postgres';
+import { freshPostgresDatabase, sharedPostgres, TEST_ENGINE } from '../support/postgres';
 
 const T0 = 1_700_000_000_000;
 const HOUR = 3_600_000;
@@ -162,6 +162,9 @@ afterEach(async () => {
 });
 
 describe.skipIf(TEST_ENGINE !== 'postgres')('the guarded take on PostgreSQL', () => {
+  // Starting the run's server (initdb, a migrated template) is not any one test's time.
+  beforeAll(() => sharedPostgres(), 60_000);
+
   async function pool(url: string, max: number) {
     const client = new SQL(url, { max });
     closing.push(() => client.close());

@@ -3,13 +3,13 @@
 // whole limit is back a duration after the last admission. The database's clock decides and cannot be
 // injected, so the overload and the idle test take a few seconds of real time with short durations
 // (1-2 s). Runs with KEYGATE_TEST_DATABASE=postgres; plain `bun test` skips it.
-import { afterEach, describe, expect, it } from 'bun:test';
+import { afterEach, beforeAll, describe, expect, it } from 'bun:test';
 import { SQL } from 'bun';
 import { openPostgres } from '../../src/db/postgres/open';
 import { createPostgresRateLimiter, type PostgresRateLimiter } from '../../src/db/postgres/rate-limits';
 import type { CountedLimit } from '../../src/limits/rate-limit';
 import { SUB_WINDOWS } from '../../src/limits/sliding-window';
-import { freshPostgresDatabase, TEST_ENGINE } from '../support/postgres';
+import { freshPostgresDatabase, sharedPostgres, TEST_ENGINE } from '../support/postgres';
 
 const closing: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -29,6 +29,9 @@ async function twoReplicas() {
 }
 
 describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL rate limiter', () => {
+  // Starting the run's server (initdb, a migrated template) is not any one test's time.
+  beforeAll(() => sharedPostgres(), 60_000);
+
   it('answers remaining, reset and retryAfter, and counts nothing on a check or a refusal', async () => {
     const [limiter] = await twoReplicas();
     const limits = [{ counter: 'k', limit: 3, duration: 60 }];
@@ -46,6 +49,19 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL rate limiter', () =>
     expect(refused.retryAfterSeconds).toBe(Math.ceil((first.now + 60_000 - refused.now) / 1000));
     expect(refused.retryAfterSeconds).toBeGreaterThan(55);
     expect((await limiter.check(limits)).reported.remaining).toBe(0);
+  });
+
+  it('writes no new row version for a refusal', async () => {
+    const url = await freshPostgresDatabase();
+    const limiter = await replica(url);
+    const admin = new SQL(url, { max: 1 });
+    closing.push(() => admin.close());
+    const version = async () => (await admin`SELECT xmin::text AS v FROM rate_limit_windows`)[0].v;
+    const limits = [{ counter: 'k', limit: 1, duration: 60 }];
+    await limiter.consume(limits);
+    const counted = await version();
+    expect((await limiter.consume(limits)).allowed).toBe(false);
+    expect(await version()).toBe(counted);
   });
 
   it('gives a refunded admission back, and starts forgotten or changed counters afresh', async () => {
