@@ -13,11 +13,11 @@ CREATE UNLOGGED TABLE "rate_limit_windows" (
 	"idle_at" bigint NOT NULL
 );
 --> statement-breakpoint
--- One decision for a verification under one or more limits, on the database's clock: every counter's
--- row is locked, the verification
--- passes when every window holds fewer than its limit, and only then is it counted on every one. A
--- refusal writes nothing. A counter whose limit or duration changed starts afresh. With p_take false it
--- only reads (check). One row per counter, in the order given: the state after the decision and, when
+-- One decision for a verification under one or more limits, on the database's clock: the verification
+-- passes when every window holds fewer than its limit, checked again once every counter's row is
+-- locked, and only then is it counted on every one. A refusal takes no lock and writes nothing. A
+-- counter whose limit or duration changed starts afresh. With p_take false it only reads (check), and
+-- the answer always comes from the rows the decision was made on. One row per counter, in the order given: the state after the decision and, when
 -- counted, the sub-window (epoch) it was counted in, for a refund.
 CREATE FUNCTION "keygate_rate_limit"(
 	p_counters text[], p_limits integer[], p_durations_ms bigint[], p_take boolean
@@ -31,6 +31,7 @@ DECLARE
 	v_allowed boolean := true;
 	v_row "rate_limit_windows"%ROWTYPE;
 	v_lock record;
+	v_rows "rate_limit_windows"[];
 	v_epochs bigint[];
 	v_counts integer[];
 	v_latest bigint[];
@@ -42,29 +43,40 @@ DECLARE
 	v_excess integer;
 	v_n integer;
 BEGIN
-	IF p_take THEN
-		-- Lock each row, creating a missing one; in counter order, so two decisions sharing counters cannot
-		-- deadlock. An existing row is only locked (no new row version): a refusal writes nothing.
-		FOR v_lock IN
-			SELECT u.c, u.l, u.d FROM unnest(p_counters, p_limits, p_durations_ms) AS u(c, l, d) ORDER BY u.c
-		LOOP
-			PERFORM 1 FROM "rate_limit_windows" w WHERE w."counter" = v_lock.c FOR UPDATE;
-			IF NOT FOUND THEN
-				INSERT INTO "rate_limit_windows" AS w ("counter", "limit", "duration_ms", "epochs", "counts", "latest", "idle_at")
-					VALUES (v_lock.c, v_lock.l, v_lock.d, '{}', '{}', '{}', 0)
-					ON CONFLICT ("counter") DO UPDATE SET "limit" = w."limit";
+	-- First without locks: a window full in this snapshot is full now (counts only grow and times only
+	-- advance under the locks), so a refusal waits for no lock and writes nothing. A refund committed
+	-- since the snapshot is seen by the next verification.
+	FOR v_pass IN 1 .. 2 LOOP
+		IF v_pass = 2 THEN
+			-- Lock each row, creating a missing one, in counter order: two decisions sharing counters
+			-- cannot deadlock. An existing row is only locked (no new row version).
+			FOR v_lock IN
+				SELECT u.c, u.l, u.d FROM unnest(p_counters, p_limits, p_durations_ms) AS u(c, l, d) ORDER BY u.c
+			LOOP
+				PERFORM 1 FROM "rate_limit_windows" w WHERE w."counter" = v_lock.c FOR UPDATE;
+				IF NOT FOUND THEN
+					INSERT INTO "rate_limit_windows" AS w ("counter", "limit", "duration_ms", "epochs", "counts", "latest", "idle_at")
+						VALUES (v_lock.c, v_lock.l, v_lock.d, '{}', '{}', '{}', 0)
+						ON CONFLICT ("counter") DO UPDATE SET "limit" = w."limit";
+				END IF;
+			END LOOP;
+		END IF;
+		-- On the second pass, read after the locks: decisions on one counter see the clock in the order
+		-- they count.
+		v_now := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+		v_allowed := true;
+		v_rows := '{}';
+		FOR i IN 1 .. cardinality(p_counters) LOOP
+			v_row := NULL;
+			SELECT * INTO v_row FROM "rate_limit_windows" w WHERE w."counter" = p_counters[i];
+			v_rows := v_rows || v_row;
+			IF v_row."counter" IS NOT NULL AND v_row."limit" = p_limits[i] AND v_row."duration_ms" = p_durations_ms[i] THEN
+				SELECT coalesce(sum(c), 0) INTO v_used
+					FROM unnest(v_row."counts", v_row."latest") AS s(c, l) WHERE c > 0 AND l + v_row."duration_ms" > v_now;
+				IF v_used >= p_limits[i] THEN v_allowed := false; END IF;
 			END IF;
 		END LOOP;
-	END IF;
-	-- Read after the locks are held: decisions on one counter see the clock in the order they count.
-	v_now := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
-	FOR i IN 1 .. cardinality(p_counters) LOOP
-		SELECT * INTO v_row FROM "rate_limit_windows" w WHERE w."counter" = p_counters[i];
-		IF FOUND AND v_row."limit" = p_limits[i] AND v_row."duration_ms" = p_durations_ms[i] THEN
-			SELECT coalesce(sum(c), 0) INTO v_used
-				FROM unnest(v_row."counts", v_row."latest") AS s(c, l) WHERE c > 0 AND l + v_row."duration_ms" > v_now;
-			IF v_used >= p_limits[i] THEN v_allowed := false; END IF;
-		END IF;
+		EXIT WHEN NOT (p_take AND v_allowed);
 	END LOOP;
 	FOR i IN 1 .. cardinality(p_counters) LOOP
 		v_limit := p_limits[i];
@@ -72,8 +84,8 @@ BEGIN
 		v_epochs := '{}';
 		v_counts := '{}';
 		v_latest := '{}';
-		SELECT * INTO v_row FROM "rate_limit_windows" w WHERE w."counter" = p_counters[i];
-		IF FOUND AND v_row."limit" = v_limit AND v_row."duration_ms" = v_duration THEN
+		v_row := v_rows[i];
+		IF v_row."counter" IS NOT NULL AND v_row."limit" = v_limit AND v_row."duration_ms" = v_duration THEN
 			-- Only the sub-windows that still hold anything.
 			FOR j IN 1 .. cardinality(v_row."epochs") LOOP
 				IF v_row."counts"[j] > 0 AND v_row."latest"[j] + v_duration > v_now THEN

@@ -64,6 +64,32 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL rate limiter', () =>
     expect(await version()).toBe(counted);
   });
 
+  it('refuses without waiting for the row lock a decision on another replica holds', async () => {
+    const url = await freshPostgresDatabase();
+    const limiter = await replica(url);
+    const limits = [{ counter: 'k', limit: 1, duration: 60 }];
+    await limiter.consume(limits);
+    const admin = new SQL(url, { max: 1 });
+    closing.push(() => admin.close());
+    const release = Promise.withResolvers<void>();
+    const held = Promise.withResolvers<void>();
+    const holding = admin.begin(async (tx) => {
+      await tx`SELECT 1 FROM rate_limit_windows WHERE counter = 'k' FOR UPDATE`;
+      held.resolve();
+      await release.promise;
+    });
+    await held.promise;
+    // The refusal answers while the lock is held; a blocked one would still be waiting after 2 s.
+    const refused = await Promise.race([
+      limiter.consume(limits),
+      Bun.sleep(2_000).then(() => 'blocked' as const),
+    ]);
+    release.resolve();
+    await holding;
+    expect(refused).not.toBe('blocked');
+    expect(refused).toMatchObject({ allowed: false });
+  });
+
   it('gives a refunded admission back, and starts forgotten or changed counters afresh', async () => {
     const [limiter] = await twoReplicas();
     const limits = [{ counter: 'k', limit: 2, duration: 60 }];
