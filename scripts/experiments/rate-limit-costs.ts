@@ -5,7 +5,7 @@
 // a few seconds, on a throwaway PostgreSQL on 127.0.0.1 that is stopped at the end. The in-memory
 // limiter's figure is the ceiling; a bare round trip and a lease of 1 (a plain guarded UPDATE per
 // decision) tell the function's own cost from the round trip's. Limits are set high so every decision is an admission (a write):
-// refusals write nothing and cost less. Both tables are UNLOGGED (no WAL flush per commit). A replica
+// refusals write nothing (a case of their own: limit 1 per hour). Both tables are UNLOGGED (no WAL flush per commit). A replica
 // asks for one lease per counter at a time.
 //   bun scripts/experiments/rate-limit-costs.ts [--seconds 3] [--inflight 16]
 import { parseArgs } from 'node:util';
@@ -111,6 +111,11 @@ try {
         return (limiters[i % replicas] as (typeof limiters)[number]).consume([limit]);
       });
       record('write per decision', replicas, keys, write);
+      const refusals = await drive((i) => {
+        const limit: CountedLimit = { counter: `refused-${counterOf(hot, i)}`, limit: 1, duration: 3600 };
+        return (limiters[i % replicas] as (typeof limiters)[number]).consume([limit]);
+      });
+      record('per decision, refusals', replicas, keys, refusals);
       const bare = await drive((i) => (pools[i % replicas] as (typeof pools)[number]).$client`SELECT 1`);
       record('round trip (SELECT 1)', replicas, keys, bare);
       const first = (pools[0] as (typeof pools)[number]).$client;
