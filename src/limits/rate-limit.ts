@@ -96,3 +96,30 @@ export function verdictOf(
     ...(ticket === undefined ? {} : { ticket }),
   };
 }
+
+/**
+ * The limits a key's verification is under: its own `ratelimit` and the operator's RATE_LIMIT, each on
+ * its own counter. `counterId` names what shares them (the key, or the key a rotation replaced while
+ * both are in use).
+ */
+export function limitsOfKey(
+  counterId: string,
+  own: RateLimitRule | undefined,
+  operator: RateLimitRule | undefined,
+): CountedLimit[] {
+  const limits: CountedLimit[] = [];
+  if (own !== undefined) limits.push({ ...own, counter: `key:${counterId}` });
+  if (operator !== undefined) limits.push({ ...operator, counter: `operator:${counterId}` });
+  return limits;
+}
+
+/**
+ * Counts a verification under `limits`; undefined, without calling the limiter at all, when there are
+ * none, so a key without a limit costs nothing (and no database round trip).
+ */
+export function consumeIfLimited(
+  limiter: RateLimiter,
+  limits: readonly CountedLimit[],
+): Promise<RateLimitVerdict> | RateLimitVerdict | undefined {
+  return limits.length === 0 ? undefined : limiter.consume(limits);
+}

@@ -3,7 +3,13 @@
 // forgotten rule starting afresh; and idle counters dropped so memory stays bounded.
 import { describe, expect, it } from 'bun:test';
 import { MemoryRateLimiter } from '../../src/limits/memory-rate-limiter';
-import { type LimitState, reportedLimit } from '../../src/limits/rate-limit';
+import {
+  consumeIfLimited,
+  type LimitState,
+  limitsOfKey,
+  type RateLimiter,
+  reportedLimit,
+} from '../../src/limits/rate-limit';
 
 const T0 = 1_700_000_000_000;
 
@@ -116,6 +122,30 @@ describe('the answer of a rate-limited verification', () => {
     expect(limiter.check(limits).allowed).toBe(false);
     limiter.forget(['k']);
     expect(limiter.check(limits).allowed).toBe(true);
+  });
+});
+
+describe('which limits a key is under', () => {
+  it('gives each limit its own counter, and a key without any never reaches the limiter', () => {
+    expect(limitsOfKey('kg_1', { limit: 5, duration: 10 }, { limit: 100, duration: 60 })).toEqual([
+      { counter: 'key:kg_1', limit: 5, duration: 10 },
+      { counter: 'operator:kg_1', limit: 100, duration: 60 },
+    ]);
+    expect(limitsOfKey('kg_1', undefined, { limit: 100, duration: 60 })).toEqual([
+      { counter: 'operator:kg_1', limit: 100, duration: 60 },
+    ]);
+    const untouchable = new Proxy({} as RateLimiter, {
+      get: () => {
+        throw new Error('the limiter was used for a key without limits');
+      },
+    });
+    expect(consumeIfLimited(untouchable, limitsOfKey('kg_1', undefined, undefined))).toBeUndefined();
+    const { limiter } = limiterAt();
+    expect(
+      consumeIfLimited(limiter, limitsOfKey('kg_1', { limit: 1, duration: 1 }, undefined)),
+    ).toMatchObject({
+      allowed: true,
+    });
   });
 });
 
