@@ -17,10 +17,11 @@ CREATE UNLOGGED TABLE "rate_limit_windows" (
 -- passes when every window holds fewer than its limit, checked again once every counter's row is
 -- locked, and only then is it counted on every one. A refusal takes no lock and writes nothing. A
 -- counter whose limit or duration changed starts afresh. With p_take false it only reads (check), and
--- the answer always comes from the rows the decision was made on. One row per counter, in the order given: the state after the decision and, when
+-- the answer always comes from the rows the decision was made on. p_now (ms) replaces the database's
+-- clock for tests only; keygate passes NULL. One row per counter, in the order given: the state after the decision and, when
 -- counted, the sub-window (epoch) it was counted in, for a refund.
 CREATE FUNCTION "keygate_rate_limit"(
-	p_counters text[], p_limits integer[], p_durations_ms bigint[], p_take boolean
+	p_counters text[], p_limits integer[], p_durations_ms bigint[], p_take boolean, p_now bigint DEFAULT NULL
 ) RETURNS TABLE (
 	"counter" text, "allowed" boolean, "now_ms" bigint, "remaining" integer, "reset_ms" bigint,
 	"next_ms" bigint, "epoch" bigint
@@ -63,7 +64,7 @@ BEGIN
 		END IF;
 		-- On the second pass, read after the locks: decisions on one counter see the clock in the order
 		-- they count.
-		v_now := floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+		v_now := coalesce(p_now, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
 		v_allowed := true;
 		v_rows := '{}';
 		FOR i IN 1 .. cardinality(p_counters) LOOP

@@ -5,9 +5,11 @@
 // (1-2 s). Runs with KEYGATE_TEST_DATABASE=postgres; plain `bun test` skips it.
 import { afterEach, beforeAll, describe, expect, it } from 'bun:test';
 import { SQL } from 'bun';
+import fc from 'fast-check';
 import { openPostgres } from '../../src/db/postgres/open';
 import { createPostgresRateLimiter, type PostgresRateLimiter } from '../../src/db/postgres/rate-limits';
-import type { CountedLimit } from '../../src/limits/rate-limit';
+import { MemoryRateLimiter } from '../../src/limits/memory-rate-limiter';
+import type { CountedLimit, RateLimitVerdict } from '../../src/limits/rate-limit';
 import { SUB_WINDOWS } from '../../src/limits/sliding-window';
 import { freshPostgresDatabase, sharedPostgres, TEST_ENGINE } from '../support/postgres';
 
@@ -50,6 +52,49 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL rate limiter', () =>
     expect(refused.retryAfterSeconds).toBeGreaterThan(55);
     expect((await limiter.check(limits)).reported.remaining).toBe(0);
   });
+
+  it('answers exactly as the in-memory limiter for the same arrivals, on an injected clock', async () => {
+    const db = await openPostgres(await freshPostgresDatabase(), 2);
+    closing.push(() => db.$client.close());
+    // Small limits and durations: windows fill up and empty often, boundaries included.
+    const rule = fc.record({
+      limit: fc.integer({ min: 1, max: 6 }),
+      duration: fc.integer({ min: 1, max: 3 }),
+    });
+    const step = fc.record({
+      // Round gaps too, so arrivals land exactly where a sub-window stops holding.
+      gap: fc.oneof(fc.constantFrom(0, 50, 250, 1_000, 2_000), fc.integer({ min: 0, max: 1_500 })),
+      action: fc.constantFrom('consume', 'consume', 'consume', 'check', 'consume and refund'),
+    });
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        rule,
+        fc.option(rule),
+        fc.array(step, { minLength: 1, maxLength: 40 }),
+        async (own, operator, steps) => {
+          const time = { now: 1_700_000_000_000 };
+          const memory = new MemoryRateLimiter(() => time.now);
+          const postgres = createPostgresRateLimiter(db.$client, { clock: () => time.now });
+          run++;
+          const limits: CountedLimit[] = [{ counter: `own-${run}`, ...own }];
+          if (operator !== null) limits.push({ counter: `operator-${run}`, ...operator });
+          for (const { gap, action } of steps) {
+            time.now += gap;
+            const take = action !== 'check';
+            const expected: RateLimitVerdict = take ? memory.consume(limits) : memory.check(limits);
+            const actual = take ? await postgres.consume(limits) : await postgres.check(limits);
+            expect(actual).toEqual(expected);
+            if (action === 'consume and refund' && expected.ticket !== undefined) {
+              memory.refund(limits, expected.ticket);
+              await postgres.refund(limits, expected.ticket);
+            }
+          }
+        },
+      ),
+      { seed: 20261125, numRuns: 150 },
+    );
+  }, 60_000);
 
   it('writes no new row version for a refusal', async () => {
     const url = await freshPostgresDatabase();

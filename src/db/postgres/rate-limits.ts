@@ -4,6 +4,7 @@
 // together and a replica's own clock never matters. The windows follow the same rule as the in-memory
 // limiter (src/limits/sliding-window.ts). Called only for a verification under a limit.
 import type { SQL } from 'bun';
+import type { Clock } from '../../clock';
 import {
   type CountedLimit,
   type LimitState,
@@ -32,7 +33,11 @@ export interface PostgresRateLimiter extends RateLimiter {
   sweep(batch?: number): Promise<number>;
 }
 
-export function createPostgresRateLimiter(sql: SQL): PostgresRateLimiter {
+/**
+ * `clock` replaces the database's clock, for tests that replay arrival times; keygate leaves it out, so
+ * the database's clock decides for every replica.
+ */
+export function createPostgresRateLimiter(sql: SQL, { clock }: { clock?: Clock } = {}): PostgresRateLimiter {
   const argumentsOf = (limits: readonly CountedLimit[]) => ({
     counters: sql.array(
       limits.map((limit) => limit.counter),
@@ -50,8 +55,9 @@ export function createPostgresRateLimiter(sql: SQL): PostgresRateLimiter {
 
   async function decide(limits: readonly CountedLimit[], take: boolean): Promise<RateLimitVerdict> {
     const args = argumentsOf(limits);
+    const now = clock === undefined ? null : clock();
     const rows =
-      (await sql`SELECT * FROM keygate_rate_limit(${args.counters}, ${args.limits}, ${args.durations}, ${take})`) as DecisionRow[];
+      (await sql`SELECT * FROM keygate_rate_limit(${args.counters}, ${args.limits}, ${args.durations}, ${take}, ${now}::bigint)`) as DecisionRow[];
     const first = rows[0];
     if (first === undefined) throw new Error('keygate_rate_limit answered no row');
     const states: LimitState[] = rows.map((row, i) => ({
