@@ -69,6 +69,33 @@ describe('the credits rules', () => {
   });
 });
 
+describe('lazy refills', () => {
+  it('give the same credits whether applied at an earlier moment too or only at the later one', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 1_000 }),
+        fc.integer({ min: 1, max: 1_000 }),
+        fc.integer({ min: 1, max: 10_000 }),
+        fc.integer({ min: 0, max: 100_000 }),
+        fc.integer({ min: 0, max: 100_000 }),
+        (remaining, amount, interval, first, second) => {
+          const stored = { remaining, refillAmount: amount, refillIntervalMs: interval, refilledAt: T0 };
+          const early = T0 + Math.min(first, second);
+          const late = T0 + Math.max(first, second);
+          expect(effectiveCredits(effectiveCredits(stored, early), late)).toEqual(
+            effectiveCredits(stored, late),
+          );
+          // The anchor stays on the refill grid and within one interval of `late`.
+          const { refilledAt } = effectiveCredits(stored, late);
+          expect((refilledAt - T0) % interval).toBe(0);
+          expect(late - refilledAt).toBeLessThan(interval);
+        },
+      ),
+      { seed: 20261125, numRuns: 500 },
+    );
+  });
+});
+
 // ------------------------------------------------------------------ the statement on both engines
 
 const TABLE = `CREATE TABLE key_credits (
