@@ -6,6 +6,7 @@
 import { afterEach, beforeAll, describe, expect, it } from 'bun:test';
 import { SQL } from 'bun';
 import fc from 'fast-check';
+import { StoreUnavailableError } from '../../src/apikeys/store';
 import { openPostgres } from '../../src/db/postgres/open';
 import { createPostgresRateLimiter, type PostgresRateLimiter } from '../../src/db/postgres/rate-limits';
 import { MemoryRateLimiter } from '../../src/limits/memory-rate-limiter';
@@ -233,4 +234,18 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL rate limiter', () =>
     closing.push(() => admin.close());
     expect(await admin`SELECT counter FROM rate_limit_windows`).toEqual([{ counter: 'long' }]);
   });
+});
+
+// Needs no server: nothing listens on the port.
+it('rejects with StoreUnavailableError when the database cannot be reached', async () => {
+  const sql = new SQL('postgres://postgres@127.0.0.1:1/keygate', { max: 1, connectionTimeout: 2 });
+  closing.push(() => sql.close());
+  const limiter = createPostgresRateLimiter(sql);
+  const limits = [{ counter: 'k', limit: 1, duration: 1 }];
+  await expect(limiter.consume(limits)).rejects.toBeInstanceOf(StoreUnavailableError);
+  await expect(limiter.check(limits)).rejects.toBeInstanceOf(StoreUnavailableError);
+  await expect(limiter.refund(limits, [{ counter: 'k', epoch: 1 }])).rejects.toBeInstanceOf(
+    StoreUnavailableError,
+  );
+  await expect(limiter.forget(['k'])).rejects.toBeInstanceOf(StoreUnavailableError);
 });

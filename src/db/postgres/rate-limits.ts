@@ -2,7 +2,8 @@
 // keygate_rate_limit (migration 0003), which locks the counters' rows, reads the database's clock and
 // counts the verification only when every limit allows it, so replicas never admit more than a limit
 // together and a replica's own clock never matters. The windows follow the same rule as the in-memory
-// limiter (src/limits/sliding-window.ts). Called only for a verification under a limit.
+// limiter (src/limits/sliding-window.ts). Called only for a verification under a limit. A database that
+// cannot answer rejects with StoreUnavailableError, as the key store does.
 import type { SQL } from 'bun';
 import type { Clock } from '../../clock';
 import {
@@ -13,6 +14,7 @@ import {
   type RateLimitVerdict,
   verdictOf,
 } from '../../limits/rate-limit';
+import { unavailableOr } from './store';
 
 type DecisionRow = {
   counter: string;
@@ -57,7 +59,9 @@ export function createPostgresRateLimiter(sql: SQL, { clock }: { clock?: Clock }
     const args = argumentsOf(limits);
     const now = clock === undefined ? null : clock();
     const rows =
-      (await sql`SELECT * FROM keygate_rate_limit(${args.counters}, ${args.limits}, ${args.durations}, ${take}, ${now}::bigint)`) as DecisionRow[];
+      (await sql`SELECT * FROM keygate_rate_limit(${args.counters}, ${args.limits}, ${args.durations}, ${take}, ${now}::bigint)`.catch(
+        unavailableOr,
+      )) as DecisionRow[];
     const first = rows[0];
     if (first === undefined) throw new Error('keygate_rate_limit answered no row');
     const states: LimitState[] = rows.map((row, i) => ({
@@ -88,18 +92,22 @@ export function createPostgresRateLimiter(sql: SQL, { clock }: { clock?: Clock }
         counted.map((limit) => limit.epoch),
         'BIGINT',
       );
-      await sql`SELECT keygate_rate_limit_refund(${args.counters}, ${args.limits}, ${args.durations}, ${epochs})`;
+      await sql`SELECT keygate_rate_limit_refund(${args.counters}, ${args.limits}, ${args.durations}, ${epochs})`.catch(
+        unavailableOr,
+      );
     },
     async forget(counters) {
       if (counters.length === 0) return;
-      await sql`DELETE FROM rate_limit_windows WHERE counter = ANY(${sql.array([...counters], 'TEXT')})`;
+      await sql`DELETE FROM rate_limit_windows WHERE counter = ANY(${sql.array([...counters], 'TEXT')})`.catch(
+        unavailableOr,
+      );
     },
     async sweep(batch = 1000) {
       // SKIP LOCKED: a row a decision holds is busy, not idle; several replicas may sweep at once.
       const deleted = await sql`DELETE FROM rate_limit_windows WHERE counter = ANY(ARRAY(
         SELECT counter FROM rate_limit_windows
         WHERE idle_at <= floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-        LIMIT ${batch} FOR UPDATE SKIP LOCKED)) RETURNING counter`;
+        LIMIT ${batch} FOR UPDATE SKIP LOCKED)) RETURNING counter`.catch(unavailableOr);
       return deleted.length;
     },
   };

@@ -32,7 +32,7 @@ function isUnavailable(error: unknown): string | undefined {
   return undefined;
 }
 
-function unavailableOr(error: unknown): never {
+export function unavailableOr(error: unknown): never {
   const code = isUnavailable(error);
   if (code !== undefined) throw new StoreUnavailableError(code, { cause: error });
   throw error;
