@@ -104,13 +104,12 @@ export class MemoryRateLimiter implements RateLimiter {
     }
   }
 
-  /** The counter's window; a fresh one when it has none or its rule changed (kept only when `keep`). */
+  /** The counter's window; a fresh one when it has none or its rule changed (stored only when `keep`). */
   private windowOf(limit: CountedLimit, keep: boolean): WindowState {
     const existing = this.windows.get(limit.counter);
     if (existing !== undefined && sameRule(existing, limit)) return existing;
     const fresh = newWindow(limit.limit, limit.duration * 1000);
     if (keep) this.windows.set(limit.counter, fresh);
-    else if (existing !== undefined) this.windows.delete(limit.counter);
     return fresh;
   }
 }

@@ -65,7 +65,7 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL rate limiter', () =>
     const step = fc.record({
       // Round gaps too, so arrivals land exactly where a sub-window stops holding.
       gap: fc.oneof(fc.constantFrom(0, 50, 250, 1_000, 2_000), fc.integer({ min: 0, max: 1_500 })),
-      action: fc.constantFrom('consume', 'consume', 'consume', 'check', 'consume and refund'),
+      action: fc.constantFrom('consume', 'consume', 'consume', 'check', 'consume and refund', 'other rule'),
     });
     let run = 0;
     await fc.assert(
@@ -82,6 +82,16 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL rate limiter', () =>
           if (operator !== null) limits.push({ counter: `operator-${run}`, ...operator });
           for (const { gap, action } of steps) {
             time.now += gap;
+            if (action === 'other rule') {
+              // A check under another rule changes nothing; a consume under it starts the counter afresh.
+              const other = limits.map((limit) => ({ ...limit, limit: limit.limit + 1 }));
+              const consumeIt = gap % 2 === 0;
+              const expected = consumeIt ? memory.consume(other) : memory.check(other);
+              expect(consumeIt ? await postgres.consume(other) : await postgres.check(other)).toEqual(
+                expected,
+              );
+              continue;
+            }
             const take = action !== 'check';
             const expected: RateLimitVerdict = take ? memory.consume(limits) : memory.check(limits);
             const actual = take ? await postgres.consume(limits) : await postgres.check(limits);
