@@ -1,7 +1,7 @@
 // The RateLimiter on PostgreSQL, exact across any number of replicas: each decision is one call of
-// keygate_rate_limit (migration 0003), which locks the counters' rows, reads the database's clock and
-// counts the verification only when every limit allows it, so replicas never admit more than a limit
-// together and a replica's own clock never matters. The windows follow the same rule as the in-memory
+// keygate_rate_limit (migration 0003), on the database's clock, which refuses from an unlocked read
+// and otherwise decides again under the counters' row locks, counting the verification only when every
+// limit allows it: replicas never admit more than a limit together, and their own clocks never matter. The windows follow the same rule as the in-memory
 // limiter (src/limits/sliding-window.ts). Called only for a verification under a limit. A database that
 // cannot answer rejects with StoreUnavailableError, as the key store does.
 import type { SQL } from 'bun';
