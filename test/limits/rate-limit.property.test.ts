@@ -1,6 +1,6 @@
 // The rate limit's four rules, over random arrival times on a fixed clock (fast-check, fixed seed):
 // a burst from idle gets exactly `limit`; a key idle for `duration` has its whole limit back; a steady
-// overload gets between the floor the algorithm guarantees (and the contract's 90 %) and
+// overload gets between the floor the algorithm guarantees (and 90 % of the limit's rate) and
 // `limit × (T/duration + 1)`; refusals and checks use nothing, and a refund gives the slot back.
 // Underneath them all: no rolling window of `duration` ever holds more than `limit` admissions.
 import { describe, expect, it } from 'bun:test';
@@ -141,7 +141,7 @@ describe('the in-memory rate limiter', () => {
           // w the sub-window, p the longest gap.
           const floor = (limit * (T - maxGap)) / (d + d / SUB_WINDOWS + maxGap);
           expect(allowed).toBeGreaterThanOrEqual(Math.floor(floor));
-          // Which is above the contract's 90 % once the limit is 30 or more over a few durations.
+          // Which is above 90 % of the limit's rate once the limit is 30 or more over a few durations.
           if (limit >= 30 && periods >= 5) expect(allowed).toBeGreaterThanOrEqual((0.9 * limit * T) / d);
         },
       ),
