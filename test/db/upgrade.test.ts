@@ -63,10 +63,7 @@ it('a database of the previous release migrates, and its keys verify, authentica
     });
     const basic = { authorization: `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}` };
     const info = await send('GET', `/apikeys/${id}/key`, basic);
-    expect(((await info.json()) as { apikey: unknown }).apikey).toMatchObject({
-      enabled: true,
-      lastUsedAt: null,
-    });
+    expect(((await info.json()) as { apikey: unknown }).apikey).toMatchObject({ enabled: true });
     const token = await keygate.jwt.sign({ sub: 42, ttlSeconds: 600 });
     const updated = await send(
       'PATCH',

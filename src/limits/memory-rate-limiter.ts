@@ -1,0 +1,128 @@
+// The rate limiter of one process: sliding windows in a Map, on an injected clock. Bun runs this on one
+// thread, so a check and the count that follows it cannot interleave with another request's.
+//
+// Memory: one window per counter admitted within its duration, each at most SUB_WINDOWS + 1
+// sub-windows (three numbers each). A window idle for its duration answers exactly as an absent one, so
+// it is dropped: every call sweeps a few windows, and `sweep()` (for a timer) drops all idle ones. The
+// Map therefore holds the counters used within their duration plus those gone idle since the sweep last
+// passed them.
+import type { Clock } from '../core/clock';
+import {
+  type CountedLimit,
+  type LimitState,
+  type RateLimiter,
+  type RateLimitTicket,
+  type RateLimitVerdict,
+  verdictOf,
+} from './rate-limit';
+import {
+  admit,
+  isIdle,
+  newWindow,
+  nextAdmissionAt,
+  refund,
+  resetAt,
+  used,
+  type WindowState,
+} from './sliding-window';
+
+/** Windows examined for idleness on every call, so the Map shrinks without a timer too. */
+const SWEEP_STEP = 2;
+
+export class MemoryRateLimiter implements RateLimiter {
+  private readonly windows = new Map<string, WindowState>();
+  private sweepCursor: MapIterator<[string, WindowState]> | undefined;
+
+  constructor(private readonly clock: Clock) {}
+
+  /** Counters currently kept (for tests and a gauge). */
+  get size(): number {
+    return this.windows.size;
+  }
+
+  check(limits: readonly CountedLimit[]): RateLimitVerdict {
+    const now = this.clock();
+    this.sweepSome(now);
+    const windows = limits.map((limit) => this.windowOf(limit, false));
+    const allowed = windows.every((window) => used(window, now) < window.limit);
+    return verdictOf(
+      allowed,
+      windows.map((window) => stateOf(window, now)),
+      now,
+    );
+  }
+
+  consume(limits: readonly CountedLimit[]): RateLimitVerdict {
+    const now = this.clock();
+    this.sweepSome(now);
+    const windows = limits.map((limit) => this.windowOf(limit, true));
+    const allowed = windows.every((window) => used(window, now) < window.limit);
+    let ticket: RateLimitTicket | undefined;
+    if (allowed) {
+      ticket = windows.map((window, i) => ({
+        counter: (limits[i] as CountedLimit).counter,
+        // Cannot be refused: every window was just seen below its limit.
+        epoch: admit(window, now) as number,
+      }));
+    }
+    return verdictOf(
+      allowed,
+      windows.map((window) => stateOf(window, now)),
+      now,
+      ticket,
+    );
+  }
+
+  refund(limits: readonly CountedLimit[], ticket: RateLimitTicket): void {
+    for (const { counter, epoch } of ticket) {
+      const limit = limits.find((candidate) => candidate.counter === counter);
+      const window = this.windows.get(counter);
+      if (limit !== undefined && window !== undefined && sameRule(window, limit)) refund(window, epoch);
+    }
+  }
+
+  forget(counters: readonly string[]): void {
+    for (const counter of counters) this.windows.delete(counter);
+  }
+
+  /** Drops every idle window. */
+  sweep(): void {
+    const now = this.clock();
+    for (const [counter, window] of this.windows) if (isIdle(window, now)) this.windows.delete(counter);
+  }
+
+  private sweepSome(now: number): void {
+    for (let step = 0; step < SWEEP_STEP; step++) {
+      this.sweepCursor ??= this.windows.entries();
+      const next = this.sweepCursor.next();
+      if (next.done) {
+        this.sweepCursor = undefined;
+        return;
+      }
+      const [counter, window] = next.value;
+      if (isIdle(window, now)) this.windows.delete(counter);
+    }
+  }
+
+  /** The counter's window; a fresh one when it has none or its rule changed (stored only when `keep`). */
+  private windowOf(limit: CountedLimit, keep: boolean): WindowState {
+    const existing = this.windows.get(limit.counter);
+    if (existing !== undefined && sameRule(existing, limit)) return existing;
+    const fresh = newWindow(limit.limit, limit.duration * 1000);
+    if (keep) this.windows.set(limit.counter, fresh);
+    return fresh;
+  }
+}
+
+const sameRule = (window: WindowState, limit: CountedLimit) =>
+  window.limit === limit.limit && window.durationMs === limit.duration * 1000;
+
+function stateOf(window: WindowState, now: number): LimitState {
+  return {
+    limit: window.limit,
+    duration: window.durationMs / 1000,
+    remaining: Math.max(0, window.limit - used(window, now)),
+    reset: resetAt(window, now),
+    nextAdmission: nextAdmissionAt(window, now),
+  };
+}

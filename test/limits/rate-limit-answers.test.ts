@@ -1,0 +1,183 @@
+// What a rate-limited verification is told: remaining, reset (when the whole limit is back) and the
+// whole seconds until one can pass, on a fixed clock; the limit reported when two apply; a changed or
+// forgotten rule starting afresh; and idle counters dropped so memory stays bounded.
+import { describe, expect, it } from 'bun:test';
+import { MemoryRateLimiter } from '../../src/limits/memory-rate-limiter';
+import {
+  consumeIfLimited,
+  type LimitState,
+  limitsOfKey,
+  type RateLimiter,
+  reportedLimit,
+} from '../../src/limits/rate-limit';
+
+const T0 = 1_700_000_000_000;
+
+function limiterAt(start = T0) {
+  const time = { now: start };
+  return { time, limiter: new MemoryRateLimiter(() => time.now) };
+}
+
+describe('the answer of a rate-limited verification', () => {
+  // 3 per 10 s; sub-windows of 500 ms. Each row: ms after T0, expected allowed, remaining, reset (ms
+  // after T0) and retryAfter.
+  const rows: [number, boolean, number, number, number][] = [
+    [0, true, 2, 10_000, 1],
+    [1_000, true, 1, 11_000, 1],
+    [2_000, true, 0, 12_000, 8], // the first admission frees its slot at 10 000
+    [3_000, false, 0, 12_000, 7],
+    [9_999, false, 0, 12_000, 1], // 1 ms to go is still a whole second
+    [10_000, true, 0, 20_000, 1], // the slot of 0 came back, and is taken again
+    [10_500, false, 0, 20_000, 1],
+    [12_000, true, 1, 22_000, 1],
+    [40_000, true, 2, 50_000, 1], // idle for a whole duration: all 3 back, one taken
+  ];
+  it.each(rows)(
+    'at +%d ms: allowed %p, remaining %d, reset +%d ms, retryAfter %d s',
+    (at, allowed, remaining, reset, retry) => {
+      // Replays the rows up to this one on a fresh limiter.
+      const { time, limiter } = limiterAt();
+      const limits = [{ counter: 'k', limit: 3, duration: 10 }];
+      for (const [earlier] of rows.filter(([t]) => t < at)) {
+        time.now = T0 + earlier;
+        limiter.consume(limits);
+      }
+      time.now = T0 + at;
+      const verdict = limiter.consume(limits);
+      expect(verdict.allowed).toBe(allowed);
+      expect(verdict.reported).toMatchObject({ limit: 3, duration: 10, remaining, reset: T0 + reset });
+      expect(verdict.retryAfterSeconds).toBe(retry);
+      expect(verdict.now).toBe(T0 + at);
+      expect(verdict.ticket !== undefined).toBe(allowed);
+    },
+  );
+
+  it('holds admissions of one sub-window until its latest is a duration old', () => {
+    const { time, limiter } = limiterAt();
+    const limits = [{ counter: 'k', limit: 2, duration: 10 }];
+    limiter.consume(limits);
+    time.now = T0 + 400; // the same 500 ms sub-window
+    limiter.consume(limits);
+    time.now = T0 + 10_000;
+    const held = limiter.check(limits);
+    expect(held).toMatchObject({ allowed: false, retryAfterSeconds: 1 });
+    expect(held.reported).toMatchObject({ remaining: 0, reset: T0 + 10_400, nextAdmission: T0 + 10_400 });
+    time.now = T0 + 10_400;
+    expect(limiter.check(limits).reported.remaining).toBe(2);
+  });
+
+  it('reports the limit with the fewer remaining, and waits for the later of two to let one through', () => {
+    const { time, limiter } = limiterAt();
+    const own = { counter: 'key', limit: 5, duration: 10 };
+    const operator = { counter: 'operator', limit: 3, duration: 60 };
+    const first = limiter.consume([own, operator]);
+    expect(first.reported).toMatchObject({ limit: 3, duration: 60, remaining: 2, reset: T0 + 60_000 });
+    limiter.consume([own, operator]);
+    limiter.consume([own, operator]);
+    time.now = T0 + 5_000;
+    const refused = limiter.consume([own, operator]);
+    expect(refused.allowed).toBe(false);
+    expect(refused.reported).toMatchObject({ limit: 3, remaining: 0 });
+    expect(refused.retryAfterSeconds).toBe(55);
+    // The key's own limit was not used by the refusal: 2 of its 5 are still free under it alone.
+    expect(limiter.check([own]).reported.remaining).toBe(2);
+  });
+
+  it('counts on no limit when one of them refuses', () => {
+    const { limiter } = limiterAt();
+    const own = { counter: 'key', limit: 1, duration: 10 };
+    const operator = { counter: 'operator', limit: 100, duration: 10 };
+    expect(limiter.consume([own, operator]).allowed).toBe(true);
+    expect(limiter.consume([own, operator]).allowed).toBe(false);
+    expect(limiter.check([operator]).reported.remaining).toBe(99);
+  });
+
+  it('with two equal remaining, reports the one whose whole limit comes back last', () => {
+    const state = (remaining: number, reset: number): LimitState => ({
+      limit: 10,
+      duration: 10,
+      remaining,
+      reset,
+      nextAdmission: 0,
+    });
+    expect(reportedLimit([state(0, 5), state(0, 9), state(1, 99)])).toEqual(state(0, 9));
+    expect(reportedLimit([state(3, 5)])).toEqual(state(3, 5));
+    expect(() => reportedLimit([])).toThrow();
+  });
+
+  it('refunds only on the rule the ticket was counted under', () => {
+    const { limiter } = limiterAt();
+    const limits = [{ counter: 'k', limit: 2, duration: 10 }];
+    const { ticket } = limiter.consume(limits);
+    const changed = [{ counter: 'k', limit: 5, duration: 10 }];
+    limiter.consume(changed); // the rule changed: its counts start afresh
+    limiter.refund(limits, ticket ?? []);
+    expect(limiter.check(changed).reported.remaining).toBe(4);
+  });
+
+  it('starts a forgotten counter afresh', () => {
+    const { limiter } = limiterAt();
+    const limits = [{ counter: 'k', limit: 1, duration: 10 }];
+    limiter.consume(limits);
+    expect(limiter.check(limits).allowed).toBe(false);
+    limiter.forget(['k']);
+    expect(limiter.check(limits).allowed).toBe(true);
+  });
+});
+
+describe('which limits a key is under', () => {
+  it('gives each limit its own counter, and a key without any never reaches the limiter', () => {
+    expect(limitsOfKey('kg_1', { limit: 5, duration: 10 }, { limit: 100, duration: 60 })).toEqual([
+      { counter: 'key:kg_1', limit: 5, duration: 10 },
+      { counter: 'operator:kg_1', limit: 100, duration: 60 },
+    ]);
+    expect(limitsOfKey('kg_1', undefined, { limit: 100, duration: 60 })).toEqual([
+      { counter: 'operator:kg_1', limit: 100, duration: 60 },
+    ]);
+    const untouchable = new Proxy({} as RateLimiter, {
+      get: () => {
+        throw new Error('the limiter was used for a key without limits');
+      },
+    });
+    expect(consumeIfLimited(untouchable, limitsOfKey('kg_1', undefined, undefined))).toBeUndefined();
+    const { limiter } = limiterAt();
+    expect(
+      consumeIfLimited(limiter, limitsOfKey('kg_1', { limit: 1, duration: 1 }, undefined)),
+    ).toMatchObject({
+      allowed: true,
+    });
+  });
+});
+
+describe('the limiter memory', () => {
+  it('drops counters idle for their duration as calls pass over them, and all of them on sweep()', () => {
+    const { time, limiter } = limiterAt();
+    for (let i = 0; i < 100; i++) limiter.consume([{ counter: `k${i}`, limit: 5, duration: 1 }]);
+    expect(limiter.size).toBe(100);
+    // A check of an unknown counter keeps nothing.
+    limiter.check([{ counter: 'never-used', limit: 5, duration: 1 }]);
+    expect(limiter.size).toBe(100);
+    time.now += 1_000;
+    // Each call looks at two counters: 50 calls on one busy counter pass over all 100 idle ones.
+    for (let i = 0; i < 51; i++) limiter.check([{ counter: 'k0', limit: 5, duration: 1 }]);
+    expect(limiter.size).toBe(0);
+    for (let i = 0; i < 10; i++) limiter.consume([{ counter: `j${i}`, limit: 5, duration: 1 }]);
+    time.now += 999;
+    limiter.sweep();
+    expect(limiter.size).toBe(10);
+    time.now += 1;
+    limiter.sweep();
+    expect(limiter.size).toBe(0);
+  });
+
+  it('keeps at most 21 sub-windows per counter under any traffic', () => {
+    const { time, limiter } = limiterAt();
+    const limits = [{ counter: 'k', limit: 1_000_000, duration: 10 }];
+    for (let i = 0; i < 5_000; i++) {
+      time.now += 97;
+      limiter.consume(limits);
+    }
+    const windows = (limiter as unknown as { windows: Map<string, { subWindows: unknown[] }> }).windows;
+    expect(windows.get('k')?.subWindows.length).toBeLessThanOrEqual(21);
+  });
+});
