@@ -3,14 +3,19 @@
 import { readKeyAndSecret } from '../auth/credentials';
 import { type AuthScheme, callerScheme } from '../auth/schemes';
 import { HttpError } from '../http/errors';
-import type { UsageRecorder } from '../usage/counter';
 import type { ApiKeyService } from './service';
 import { isConstrained } from './settings';
 
 export const NEEDS_KEY =
   'This endpoint needs an API key and secret: Authorization: Basic base64(key:secret), or X-API-Key and X-API-Secret.';
 
-export function keyAuth(service: Pick<ApiKeyService, 'authenticateKey'>, usage?: UsageRecorder): AuthScheme {
+/** Told of each successful authentication, as a last use of the key (the usage counter). */
+export type LastUseRecorder = { record(keyId: string, outcome: 'authenticated'): void };
+
+export function keyAuth(
+  service: Pick<ApiKeyService, 'authenticateKey'>,
+  usage?: LastUseRecorder,
+): AuthScheme {
   return callerScheme(async (request) => {
     const credentials = readKeyAndSecret(request.headers);
     if (credentials.kind === 'absent') {
