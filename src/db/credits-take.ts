@@ -16,7 +16,7 @@ export type CreditsColumns = {
 };
 
 export const DEFAULT_CREDITS_COLUMNS: CreditsColumns = {
-  table: 'key_credits',
+  table: 'credit_pools',
   id: 'id',
   remaining: 'remaining',
   refillAmount: 'refill_amount',

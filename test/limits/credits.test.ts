@@ -98,7 +98,7 @@ describe('lazy refills', () => {
 
 // ------------------------------------------------------------------ the statement on both engines
 
-const TABLE = `CREATE TABLE key_credits (
+const TABLE = `CREATE TABLE credit_pools (
   id text PRIMARY KEY, remaining integer, refill_amount integer, refill_interval_ms bigint,
   refilled_at bigint NOT NULL)`;
 
@@ -110,7 +110,7 @@ function sqliteTable() {
   const dialect = new SQLiteSyncDialect();
   return {
     insert(id: string, c: StoredCredits) {
-      db.query('INSERT INTO key_credits VALUES (?, ?, ?, ?, ?)').run(
+      db.query('INSERT INTO credit_pools VALUES (?, ?, ?, ?, ?)').run(
         id,
         c.remaining,
         c.refillAmount,
@@ -123,7 +123,7 @@ function sqliteTable() {
       return db.query(query.sql).get(...(query.params as string[])) as Returned | undefined;
     },
     read(id: string) {
-      return db.query('SELECT * FROM key_credits WHERE id = ?').get(id) as Record<string, number>;
+      return db.query('SELECT * FROM credit_pools WHERE id = ?').get(id) as Record<string, number>;
     },
   };
 }
@@ -207,7 +207,7 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('the guarded take on PostgreSQL', ()
   it('does what the rules say', async () => {
     const client = await pool(await freshPostgresDatabase(), 1);
     await client.unsafe(TABLE);
-    await client`INSERT INTO key_credits VALUES ('a', 2, 100, ${HOUR}, ${T0}), ('b', 5, NULL, NULL, ${T0})`;
+    await client`INSERT INTO credit_pools VALUES ('a', 2, 100, ${HOUR}, ${T0}), ('b', 5, NULL, NULL, ${T0})`;
     expect(await take(client, 'a', 2, T0 + 1)).toEqual({ remaining: 0, refilledAt: T0 });
     expect(await take(client, 'a', 1, T0 + 2)).toBeUndefined();
     // Three intervals later: set to 100 (not added), minus the cost; the anchor on the latest refill.
@@ -225,14 +225,14 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('the guarded take on PostgreSQL', ()
     const url = await freshPostgresDatabase();
     const [one, two] = [await pool(url, 8), await pool(url, 8)];
     await one.unsafe(TABLE);
-    await one`INSERT INTO key_credits VALUES ('k', 100, NULL, NULL, ${T0})`;
+    await one`INSERT INTO credit_pools VALUES ('k', 100, NULL, NULL, ${T0})`;
     const takes = Array.from({ length: 160 }, (_, i) => take(i % 2 === 0 ? one : two, 'k', 1, T0));
     const taken = (await Promise.all(takes)).filter((row) => row !== undefined);
     expect(taken.length).toBe(100);
     expect(taken.map((row) => row.remaining).sort((a, b) => a - b)).toEqual(
       Array.from({ length: 100 }, (_, i) => i),
     );
-    const [row] = await one`SELECT remaining FROM key_credits WHERE id = 'k'`;
+    const [row] = await one`SELECT remaining FROM credit_pools WHERE id = 'k'`;
     expect(row.remaining).toBe(0);
   });
 });
