@@ -2,7 +2,7 @@ CREATE TABLE `key_credits` (
 	`lineage` text PRIMARY KEY NOT NULL,
 	`remaining` integer NOT NULL,
 	`refill_amount` integer,
-	`refill_interval` integer,
+	`refill_interval_ms` integer,
 	`refilled_at` integer NOT NULL
 );
 --> statement-breakpoint

@@ -2,7 +2,7 @@ CREATE TABLE "key_credits" (
 	"lineage" text PRIMARY KEY NOT NULL,
 	"remaining" bigint NOT NULL,
 	"refill_amount" bigint,
-	"refill_interval" integer,
+	"refill_interval_ms" bigint,
 	"refilled_at" bigint NOT NULL
 );
 --> statement-breakpoint

@@ -258,11 +258,9 @@ function updateBodyOf(body: unknown, maxExpiresInSeconds: number): KeyPatch {
   }
   const rule = (name: string) => new HttpError(400, propertyRule(name, maxExpiresInSeconds) as string);
   const { name, meta, enabled, level, expiresIn, ratelimit, credits } = fields;
-  if ('name' in fields && (typeof name !== 'string' || nameProblem(name) !== undefined)) {
-    throw new HttpError(
-      400,
-      typeof name === 'string' ? (nameProblem(name) as string) : (propertyRule('name', 0) as string),
-    );
+  if ('name' in fields) {
+    const problem = typeof name === 'string' ? nameProblem(name) : propertyRule('name', maxExpiresInSeconds);
+    if (problem !== undefined) throw new HttpError(400, problem);
   }
   if (meta !== undefined && meta !== null) assertMeta(meta);
   if ('enabled' in fields && typeof enabled !== 'boolean') throw rule('enabled');

@@ -1,5 +1,6 @@
 // A key's settings beyond name, level and expiry: free-form metadata, enabled, its own rate limit and
 // its credits; how they are stored and how key info shows them. No HTTP, no SQL.
+import { effectiveCredits } from '../limits/credits';
 import type { ApiKeyRow, StoredCredits } from './store';
 
 export type RateLimitSetting = { limit: number; duration: number };
@@ -21,24 +22,17 @@ export function storedCredits(credits: CreditsSetting, now: number): StoredCredi
   return {
     remaining: credits.remaining,
     refillAmount: credits.refill?.amount ?? null,
-    refillInterval: credits.refill?.interval ?? null,
+    refillIntervalMs: credits.refill === undefined ? null : credits.refill.interval * 1000,
     refilledAt: now,
   };
 }
 
-/** The remaining count at `now`: a refill that is due sets it to the refill's amount. */
-export function effectiveRemaining(credits: StoredCredits, now: number): number {
-  const { refillAmount, refillInterval, refilledAt } = credits;
-  if (refillAmount === null || refillInterval === null) return credits.remaining;
-  return now >= refilledAt + refillInterval * 1000 ? refillAmount : credits.remaining;
-}
-
-/** Credits as key info shows them: the remaining count and the refill when there is one. */
+/** Credits as key info shows them: the remaining count at `now` (a due refill applied), and the refill. */
 export function creditsView(credits: StoredCredits, now: number): CreditsSetting {
-  const remaining = effectiveRemaining(credits, now);
-  return credits.refillAmount === null || credits.refillInterval === null
+  const { remaining, refillAmount, refillIntervalMs } = effectiveCredits(credits, now);
+  return refillAmount === null || refillIntervalMs === null
     ? { remaining }
-    : { remaining, refill: { amount: credits.refillAmount, interval: credits.refillInterval } };
+    : { remaining, refill: { amount: refillAmount, interval: refillIntervalMs / 1000 } };
 }
 
 export function rateLimitOf(row: ApiKeyRow): RateLimitSetting | undefined {

@@ -4,6 +4,9 @@
 // commits nothing once that signal has aborted (it rejects with RequestGoneError instead).
 // The implementations are src/db/sqlite/store.ts and src/db/postgres/store.ts.
 import { DomainError } from '../core/errors';
+import type { StoredCredits } from '../limits/credits';
+
+export type { StoredCredits };
 
 /** One stored key. `secretHash` is the SHA-256 of the secret; the secret itself is never stored. */
 export type ApiKeyRow = {
@@ -28,18 +31,8 @@ export type ApiKeyRow = {
   ratelimitDuration?: number | null;
   /** The latest use, as the usage flush last wrote it (ms); null: never used. */
   lastUsedAt?: number | null;
-  /** The credits of its lineage, as stored (read with the key; written on create and update). */
+  /** The credits of its lineage (one pool per lineage), as stored: read with the key, written on create and update. */
   credits?: StoredCredits | null;
-};
-
-/** A pool of credits, one per lineage: `remaining` as stored, the refill and its clock (ms). */
-export type StoredCredits = {
-  remaining: number;
-  refillAmount: number | null;
-  /** Seconds between refills. */
-  refillInterval: number | null;
-  /** When the credits were last set (create, update, or a refill): the refill clock counts from here. */
-  refilledAt: number;
 };
 
 /** What an update changes; an absent property stays as it is, a null one is removed. */

@@ -6,13 +6,14 @@ import type { ApiKeyRow } from '../apikeys/store';
 export type JoinedCredits = {
   creditsRemaining: number | null;
   creditsRefillAmount: number | null;
-  creditsRefillInterval: number | null;
+  creditsRefillIntervalMs: number | null;
   creditsRefilledAt: number | null;
 };
 
 /** The row of a key read with its credits. */
 export function withCredits<R extends JoinedCredits>(joined: R): Omit<R, keyof JoinedCredits> & ApiKeyRow {
-  const { creditsRemaining, creditsRefillAmount, creditsRefillInterval, creditsRefilledAt, ...row } = joined;
+  const { creditsRemaining, creditsRefillAmount, creditsRefillIntervalMs, creditsRefilledAt, ...row } =
+    joined;
   return {
     ...(row as unknown as ApiKeyRow),
     credits:
@@ -21,7 +22,7 @@ export function withCredits<R extends JoinedCredits>(joined: R): Omit<R, keyof J
         : {
             remaining: creditsRemaining,
             refillAmount: creditsRefillAmount,
-            refillInterval: creditsRefillInterval,
+            refillIntervalMs: creditsRefillIntervalMs,
             refilledAt: creditsRefilledAt,
           },
   } as Omit<R, keyof JoinedCredits> & ApiKeyRow;

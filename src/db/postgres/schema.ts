@@ -67,7 +67,7 @@ export const keyCredits = pgTable('key_credits', {
   lineage: text('lineage').primaryKey(),
   remaining: bigint('remaining', { mode: 'number' }).notNull(),
   refillAmount: bigint('refill_amount', { mode: 'number' }),
-  refillInterval: integer('refill_interval'),
+  refillIntervalMs: bigint('refill_interval_ms', { mode: 'number' }),
   refilledAt: bigint('refilled_at', { mode: 'number' }).notNull(),
 });
 

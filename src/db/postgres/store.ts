@@ -28,7 +28,7 @@ const keyWithCredits = {
   ...getTableColumns(apiKeys),
   creditsRemaining: keyCredits.remaining,
   creditsRefillAmount: keyCredits.refillAmount,
-  creditsRefillInterval: keyCredits.refillInterval,
+  creditsRefillIntervalMs: keyCredits.refillIntervalMs,
   creditsRefilledAt: keyCredits.refilledAt,
 };
 const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);

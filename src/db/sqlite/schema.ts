@@ -57,7 +57,7 @@ export const keyCredits = sqliteTable('key_credits', {
   lineage: text('lineage').primaryKey(),
   remaining: integer('remaining').notNull(),
   refillAmount: integer('refill_amount'),
-  refillInterval: integer('refill_interval'),
+  refillIntervalMs: integer('refill_interval_ms'),
   refilledAt: integer('refilled_at').notNull(),
 });
 

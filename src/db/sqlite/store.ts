@@ -60,7 +60,7 @@ export function createSqliteApiKeyStore(
     ...getTableColumns(apiKeys),
     creditsRemaining: keyCredits.remaining,
     creditsRefillAmount: keyCredits.refillAmount,
-    creditsRefillInterval: keyCredits.refillInterval,
+    creditsRefillIntervalMs: keyCredits.refillIntervalMs,
     creditsRefilledAt: keyCredits.refilledAt,
   };
   const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
@@ -83,7 +83,7 @@ export function createSqliteApiKeyStore(
       lineage: sql.placeholder('lineage'),
       remaining: sql.placeholder('remaining'),
       refillAmount: sql.placeholder('refillAmount'),
-      refillInterval: sql.placeholder('refillInterval'),
+      refillIntervalMs: sql.placeholder('refillIntervalMs'),
       refilledAt: sql.placeholder('refilledAt'),
     })
     .onConflictDoUpdate({
@@ -91,7 +91,7 @@ export function createSqliteApiKeyStore(
       set: {
         remaining: sql`excluded.remaining`,
         refillAmount: sql`excluded.refill_amount`,
-        refillInterval: sql`excluded.refill_interval`,
+        refillIntervalMs: sql`excluded.refill_interval_ms`,
         refilledAt: sql`excluded.refilled_at`,
       },
     })
