@@ -13,6 +13,7 @@ import {
 } from './auth/jwt-keys';
 import { USER_ID_MODES, type UserIdMode } from './auth/subjects';
 import { LOG_LEVELS, type LogLevel } from './core/log';
+import { RATE_LIMIT_BOUNDS, type RateLimitRule } from './limits/rate-limit';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -70,6 +71,8 @@ export type Config = Readonly<{
   usageFlushSeconds: number;
   /** Days usage rows are kept; older ones are removed by the purge timer. */
   usageRetentionDays: number;
+  /** The operator's rate limit on every key's verifications, beside the key's own; unset: none. */
+  rateLimit: RateLimitRule | undefined;
 }>;
 
 /** A setting's default (undefined: unset), what it is for, and what that default means when not plain. */
@@ -147,6 +150,11 @@ export const SETTINGS = {
     help: 'seconds between writes of usage counts and last use (1 to 300; a crash loses at most this much)',
   },
   USAGE_RETENTION_DAYS: { default: '90', help: 'days usage history is kept (1 to 3650)' },
+  RATE_LIMIT: {
+    default: undefined,
+    help: 'every key: at most <limit> verifications per <duration> seconds, e.g. 1000/60',
+    defaultMeans: 'none (only the keys’ own limits)',
+  },
 } as const satisfies Record<string, SettingSpec>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -268,6 +276,7 @@ function buildConfig(
     shutdownTimeoutSeconds: integer('SHUTDOWN_TIMEOUT_SECONDS', raw('SHUTDOWN_TIMEOUT_SECONDS'), 0, 3600),
     usageFlushSeconds: integer('USAGE_FLUSH_SECONDS', raw('USAGE_FLUSH_SECONDS'), 1, 300),
     usageRetentionDays: integer('USAGE_RETENTION_DAYS', raw('USAGE_RETENTION_DAYS'), 1, 3650),
+    rateLimit: rateLimit(raw('RATE_LIMIT')),
   });
 }
 
@@ -277,6 +286,25 @@ function metricsListener(port: string | undefined, host: string | undefined, api
     throw new ConfigError(`METRICS_PORT must differ from PORT (both are ${metricsPort}).`);
   }
   return { metricsPort, metricsHost: nonEmpty('METRICS_HOST', host) };
+}
+
+/** `<limit>/<duration>`, each within a key's own ratelimit bounds. */
+function rateLimit(value: string | undefined): RateLimitRule | undefined {
+  if (value === undefined) return undefined;
+  const { limit, duration } = RATE_LIMIT_BOUNDS;
+  const rule = `<limit>/<duration>: limit ${limit.min} to ${limit.max} verifications per duration ${duration.min} to ${duration.max} seconds, e.g. 1000/60`;
+  const parts = /^([0-9]+)\/([0-9]+)$/.exec(value);
+  const parsed = parts && { limit: Number(parts[1]), duration: Number(parts[2]) };
+  if (
+    parsed === null ||
+    parsed.limit < limit.min ||
+    parsed.limit > limit.max ||
+    parsed.duration < duration.min ||
+    parsed.duration > duration.max
+  ) {
+    throw new ConfigError(`RATE_LIMIT must be ${rule} (got "${value}").`);
+  }
+  return parsed;
 }
 
 function integer(name: SettingName, value: string | undefined, min: number, max: number): number {

@@ -16,6 +16,7 @@ import { type Config, sqliteFile } from './config';
 import { type Clock, systemClock } from './core/clock';
 import type { Logger } from './core/log';
 import { appliedPostgresMigrationCount, openPostgres } from './db/postgres/open';
+import { createPostgresRateLimiter } from './db/postgres/rate-limits';
 import { createPostgresApiKeyStore } from './db/postgres/store';
 import { createPostgresSubjectStore } from './db/postgres/subjects';
 import { createPostgresUsageStore } from './db/postgres/usage-store';
@@ -25,6 +26,8 @@ import { createSqliteApiKeyStore } from './db/sqlite/store';
 import { createSqliteSubjectStore } from './db/sqlite/subjects';
 import { createSqliteUsageStore } from './db/sqlite/usage-store';
 import { withHttpEdge } from './http/edge';
+import { MemoryRateLimiter } from './limits/memory-rate-limiter';
+import { limitsOfKey } from './limits/rate-limit';
 import { createUsageCounter } from './usage/counter';
 import { createUsageFlusher, type FlushTimer, intervalTimer } from './usage/flusher';
 import { createUsageService } from './usage/service';
@@ -106,6 +109,9 @@ export async function openStore(
   };
 }
 
+/** Any rule: only the counters' names are wanted. */
+const ANY_RULE = { limit: 1, duration: 1 };
+
 export type Keygate = Awaited<ReturnType<typeof createKeygate>>;
 
 export async function createKeygate(
@@ -175,12 +181,21 @@ export async function createKeygate(
     logger,
   });
   const usage = createUsageService({ store: opened.usage, counter: usageCounter, flusher: usageFlusher });
+  // Rate-limit counts: in this process's memory on SQLite (one process), in the shared database on
+  // PostgreSQL, so that replicas together never pass more than a limit.
+  const rateLimiter =
+    opened.client.engine === 'postgres'
+      ? createPostgresRateLimiter(opened.client.sql, { clock: clock === systemClock ? undefined : clock })
+      : new MemoryRateLimiter(clock);
   const service = createApiKeyService({
     store,
     keys,
     clock,
     maxKeysPerUser: config.maxKeysPerUser,
     lastUsedAt: usage.lastUsedAt,
+    // A replaced or removed rate limit's counts start afresh.
+    onRateLimitReplaced: (lineage) =>
+      rateLimiter.forget(limitsOfKey(lineage, ANY_RULE, ANY_RULE).map((limit) => limit.counter)),
   });
   const jwt = createJwtAuthority({
     ...jwtKeySource(config, jwtSecret),
@@ -196,7 +211,18 @@ export async function createKeygate(
     service,
     store,
     tokens,
-    verifier: createVerifier({ tokens, service, ownerSubject: subjects?.subjectOf, usage: usageCounter }),
+    verifier: createVerifier({
+      tokens,
+      service,
+      ownerSubject: subjects?.subjectOf,
+      usage: usageCounter,
+      limits: {
+        limiter: rateLimiter,
+        operatorRule: config.rateLimit,
+        takeCredits: (lineage, cost, now) => store.takeCredits(lineage, cost, now),
+        clock,
+      },
+    }),
     usage,
     usageCounter,
     clock,
@@ -222,6 +248,7 @@ export async function createKeygate(
     usageStore: opened.usage,
     usageCounter,
     usageFlusher,
+    rateLimiter,
     keys,
     service,
     jwt,

@@ -40,6 +40,7 @@ export async function serve(
     intervalSeconds: config.purgeIntervalSeconds,
     logger,
     usage: { store: keygate.usageStore, retentionDays: config.usageRetentionDays },
+    sweepRateLimits: () => keygate.rateLimiter.sweep(),
   });
   const url = new URL(config.basePath || '/', server.url);
   logger.info('listening', {

@@ -46,6 +46,7 @@ describe('loadConfig', () => {
       shutdownTimeoutSeconds: 8,
       usageFlushSeconds: 10,
       usageRetentionDays: 90,
+      rateLimit: undefined,
     });
   });
 

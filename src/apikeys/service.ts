@@ -28,6 +28,7 @@ import {
   type CreditsSetting,
   creditsView,
   type KeyMeta,
+  lineageOf,
   metaOf,
   type RateLimitSetting,
   rateLimitOf,
@@ -51,6 +52,8 @@ export type ApiKeyServiceOptions = {
   maxKeysPerUser: number;
   /** A key's latest use, given the stored one: the usage service adds what it has not written yet. */
   lastUsedAt?: (keyId: string, stored: number | null | undefined) => number | null;
+  /** Told, before the update answers, that a lineage's rate limit was replaced or removed. */
+  onRateLimitReplaced?: (lineage: string) => Promise<void> | void;
 };
 
 export type ApiKeyService = ReturnType<typeof createApiKeyService>;
@@ -74,6 +77,7 @@ export function createApiKeyService({
   clock,
   maxKeysPerUser,
   lastUsedAt = (_keyId, stored) => stored ?? null,
+  onRateLimitReplaced,
 }: ApiKeyServiceOptions) {
   /** Key info, with the latest use the usage counter knows of. */
   const infoOf = (row: ApiKeyRow, now: number): KeySummary =>
@@ -211,6 +215,7 @@ export function createApiKeyService({
       };
       const updated = await store.updateKey(id, update, now, signal);
       if (updated === undefined) throw new KeyNotFoundError();
+      if (patch.ratelimit !== undefined) await onRateLimitReplaced?.(lineageOf(updated));
       return { apikey: infoOf(updated, now), row: updated, changed: Object.keys(patch) };
     },
 

@@ -49,3 +49,8 @@ export function metaOf(row: ApiKeyRow): KeyMeta | undefined {
 export function isConstrained(row: ApiKeyRow): boolean {
   return rateLimitOf(row) !== undefined || row.credits != null;
 }
+
+/** The lineage a key's limits and credits are kept under: its rotation chain's first key, or itself. */
+export function lineageOf(row: Pick<ApiKeyRow, 'id' | 'lineage'>): string {
+  return row.lineage ?? row.id;
+}

@@ -4,7 +4,7 @@
 // commits nothing once that signal has aborted (it rejects with RequestGoneError instead).
 // The implementations are src/db/sqlite/store.ts and src/db/postgres/store.ts.
 import { DomainError } from '../core/errors';
-import type { StoredCredits } from '../limits/credits';
+import type { CreditsTake, StoredCredits } from '../limits/credits';
 
 export type { StoredCredits };
 
@@ -109,6 +109,13 @@ export interface ApiKeyStore {
    * when the key is gone or expired. Other replicas hear of it as of a delete.
    */
   updateKey(id: string, update: KeyUpdate, now: number, signal?: AbortSignal): Promise<ApiKeyRow | undefined>;
+
+  /**
+   * Takes `cost` from a lineage's credits in one guarded write (a due refill applied in the same
+   * write), resolving once it is committed: the credits after the take, or, when they do not cover
+   * `cost`, the refusal with the credits as they are. Undefined when the lineage has no credits.
+   */
+  takeCredits(lineage: string, cost: number, now: number): Promise<CreditsTake | undefined>;
 
   /** Deletes up to `limit` keys that expired at or before `now`; resolves with how many. */
   deleteExpiredBatch(now: number, limit: number): Promise<number>;

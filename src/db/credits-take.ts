@@ -3,7 +3,8 @@
 // happens only when the credits at that moment cover `cost`, so concurrent takes on any number of
 // replicas never spend more than was granted. No row comes back when the take is refused (or the key
 // has no credits); the caller then reads the row and asks src/limits/credits.ts why.
-import { type SQL, sql } from 'drizzle-orm';
+import { fillPlaceholders, type SQL, sql } from 'drizzle-orm';
+import { type CreditsTake, type StoredCredits, takeCredits } from '../limits/credits';
 
 /** Where a key's credits are stored; the defaults name a table of its own. */
 export type CreditsColumns = {
@@ -24,8 +25,70 @@ export const DEFAULT_CREDITS_COLUMNS: CreditsColumns = {
   refilledAt: 'refilled_at',
 };
 
+/** The credits of a key's lineage (migration 0006 on SQLite, 0003 on PostgreSQL). */
+export const KEY_CREDITS_COLUMNS: CreditsColumns = {
+  ...DEFAULT_CREDITS_COLUMNS,
+  table: 'key_credits',
+  id: 'lineage',
+};
+
+/** What the statement returns for a take it made. */
+export type TakenRow = {
+  remaining: number | string;
+  refill_amount: number | string | null;
+  refill_interval_ms: number | string | null;
+  refilled_at: number | string;
+};
+
 /**
- * `UPDATE … RETURNING remaining, refilled_at` for one take: `cost` 0..1000, `now` in ms (an integer).
+ * The statement's text rendered once by an engine's dialect, and its parameters for one take: a
+ * prepared statement instead of a rendering per verification.
+ */
+export function renderedTake(
+  dialect: { sqlToQuery(statement: SQL): { sql: string; params: unknown[] } },
+  columns: CreditsColumns,
+): { text: string; params(id: string, cost: number, now: number): unknown[] } {
+  const query = dialect.sqlToQuery(
+    takeCreditsStatement(
+      {
+        id: sql.placeholder('id') as unknown as string,
+        cost: sql.placeholder('cost') as unknown as number,
+        now: sql.placeholder('now') as unknown as number,
+      },
+      columns,
+    ),
+  );
+  return { text: query.sql, params: (id, cost, now) => fillPlaceholders(query.params, { id, cost, now }) };
+}
+
+/** The take's outcome: `taken` from the returned row, else the refusal the stored credits explain. */
+export function takeOutcome(
+  taken: TakenRow | undefined,
+  stored: StoredCredits | undefined,
+  cost: number,
+  now: number,
+): CreditsTake | undefined {
+  if (taken !== undefined) {
+    const amount = taken.refill_amount;
+    const interval = taken.refill_interval_ms;
+    return {
+      taken: true,
+      credits: {
+        remaining: Number(taken.remaining),
+        refillAmount: amount === null ? null : Number(amount),
+        refillIntervalMs: interval === null ? null : Number(interval),
+        refilledAt: Number(taken.refilled_at),
+      },
+    };
+  }
+  if (stored === undefined) return undefined;
+  const refused = takeCredits(stored, cost, now);
+  // A refill another replica's take applied between the two reads: still this take's refusal.
+  return refused.taken ? { taken: false, credits: stored, nextRefillAt: undefined } : refused;
+}
+
+/**
+ * `UPDATE … RETURNING remaining, refill_amount, refill_interval_ms, refilled_at` for one take: `cost` 0..1000, `now` in ms (an integer).
  * Render it with the engine's dialect (drizzle `db.all`/`db.execute`, or the dialect's `sqlToQuery`).
  */
 export function takeCreditsStatement(
@@ -52,5 +115,6 @@ export function takeCreditsStatement(
       ELSE ${c.anchor} END
     WHERE ${c.id} = ${id} AND ${c.remaining} IS NOT NULL
       AND (CASE WHEN ${due} THEN ${c.amount} ELSE ${c.remaining} END) >= ${costOf}
-    RETURNING ${c.remaining} AS remaining, ${c.anchor} AS refilled_at`;
+    RETURNING ${c.remaining} AS remaining, ${c.amount} AS refill_amount, ${c.interval} AS refill_interval_ms,
+      ${c.anchor} AS refilled_at`;
 }

@@ -27,8 +27,3 @@ export function withCredits<R extends JoinedCredits>(joined: R): Omit<R, keyof J
           },
   } as Omit<R, keyof JoinedCredits> & ApiKeyRow;
 }
-
-/** The lineage a key's limits and credits are kept under: its chain's first key, or itself. */
-export function lineageOf(row: Pick<ApiKeyRow, 'id' | 'lineage'>): string {
-  return row.lineage ?? row.id;
-}

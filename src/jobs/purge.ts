@@ -74,7 +74,8 @@ export function purgeOldUsage(
 }
 
 /**
- * Runs a pass every `intervalSeconds` (expired keys, then usage rows past their retention);
+ * Runs a pass every `intervalSeconds` (expired keys, then usage rows past their retention, then idle
+ * rate-limit windows);
  * stop() ends a running pass after its current batch.
  */
 export function startPurgeTimer(options: {
@@ -83,6 +84,8 @@ export function startPurgeTimer(options: {
   intervalSeconds: number;
   logger: Logger;
   usage?: { store: Pick<UsageStore, 'deleteUsageBefore'>; retentionDays: number };
+  /** Drops the rate limiter's windows that hold nothing any more. */
+  sweepRateLimits?: () => unknown;
 }): { stop(): Promise<void> } {
   let running: Promise<void> | undefined;
   const stopping = new AbortController();
@@ -99,6 +102,9 @@ export function startPurgeTimer(options: {
           signal: stopping.signal,
         });
         if (rows > 0) options.logger.info('usage.purged', { rows, retentionDays: usage.retentionDays });
+      })
+      .then(async () => {
+        await options.sweepRateLimits?.();
       })
       .catch((error: unknown) => options.logger.error('purge failed', { error: String(error) }))
       .finally(() => {

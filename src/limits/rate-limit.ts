@@ -36,6 +36,8 @@ export type RateLimitVerdict = {
   readonly allowed: boolean;
   /** The limit reported in the answer: the one with the fewer remaining. */
   readonly reported: LimitState;
+  /** Its position among the limits decided on (and so its counter). */
+  readonly reportedIndex: number;
   /** Whole seconds (at least 1) until a verification can pass every limit; meaningful when refused. */
   readonly retryAfterSeconds: number;
   /** ms of the decision, on the limiter's clock (the database's for PostgreSQL). */
@@ -88,9 +90,11 @@ export function verdictOf(
 ): RateLimitVerdict {
   // A verification passes only once every limit lets one through: the latest of their next admissions.
   const nextAdmission = Math.max(...states.map((state) => state.nextAdmission));
+  const reported = reportedLimit(states);
   return {
     allowed,
-    reported: reportedLimit(states),
+    reported,
+    reportedIndex: states.indexOf(reported),
     retryAfterSeconds: wholeSecondsUntil(nextAdmission, now),
     now,
     ...(ticket === undefined ? {} : { ticket }),

@@ -10,6 +10,7 @@ import { queryOf } from '../http/edge';
 import { HttpError } from '../http/errors';
 import { contextOf, type RequestContext } from '../http/request-context';
 import { verificationModels } from './model';
+import type { RateLimitReport } from './usage-limits';
 import type { OnVerdict, Verdict, Verifier } from './verdict';
 
 /** The first path segment; the edge lets bodies of any declared size through here (they are never read). */
@@ -41,11 +42,12 @@ export function forwardAuthRoutes(answer: ReturnType<typeof forwardAuthAnswer>) 
       400: ErrorResponse,
       401: ErrorResponse,
       403: ErrorResponse,
+      429: ErrorResponse,
     },
     detail: {
       summary: 'Forward-auth for a reverse proxy (any method)',
       description:
-        'Allows (200, identity in X-Keygate-* headers) or denies (401 without a credential, 403 for an invalid one or a level below the one required). The required level is the highest of every minLevel=0..8 in the query and of the X-Keygate-Min-Level header; other query parameters (the client’s own, forwarded by a proxy) are ignored.',
+        'Allows (200, identity in X-Keygate-* headers; a rate-limited key adds RateLimit-Policy and RateLimit) or denies (401 without a credential, 403 for an invalid one or a level below the one required, 429 with Retry-After for a rate limit or credits used up; every deny names its code in X-Keygate-Code). The required level is the highest of every minLevel=0..8 in the query and of the X-Keygate-Min-Level header; other query parameters (the client’s own, forwarded by a proxy) are ignored.',
       security: [{ bearer: [] }, { basic: [] }, { apiKey: [], apiSecret: [] }] as Record<string, string[]>[],
       tags: ['Verification'],
     },
@@ -87,31 +89,28 @@ function verdictOf(
     });
   }
   const judge = (settled: Verdict) =>
-    againstMinLevel(settled, query, request.headers.get('x-keygate-min-level'), scheme, onVerdict);
-  // A key's verdict is judged inside the verifier, so that its usage counts the final one.
-  if (key?.kind === 'key') return verifier.verifyKey(key.key, key.secret, 0, judge);
+    againstMinLevel(settled, query, request.headers.get('x-keygate-min-level'));
+  const counted = (final: Verdict) => {
+    onVerdict?.(scheme, final.code);
+    return final;
+  };
+  // A key's level is judged inside the verifier, before its rate limits and credits (one credit each).
+  if (key?.kind === 'key') return andThen(verifier.verifyKey(key.key, key.secret, { judge }), counted);
   if (bearer.kind !== 'bearer') throw new Error('unreachable: a credential is present');
   return andThen(verifier.verifyToken(bearer.token, 0), (settled) => {
     if (settled.code === 'INVALID_TOKEN') context.tokenRefusal = settled.reason;
-    return judge(settled);
+    return counted(judge(settled));
   });
 }
 
-/** A valid verdict below the query's minLevel becomes INSUFFICIENT_LEVEL; then it is counted. */
-function againstMinLevel(
-  verdict: Verdict,
-  query: string,
-  minLevelHeader: string | null,
-  scheme: 'key' | 'jwt',
-  onVerdict?: OnVerdict,
-): Verdict {
-  // A malformed query is a 400 before any verdict is given, so it is not counted.
-  const final: Verdict =
-    verdict.valid && verdict.principal.level < requiredLevel(query, minLevelHeader)
-      ? { valid: false, code: 'INSUFFICIENT_LEVEL', principal: verdict.principal }
-      : verdict;
-  onVerdict?.(scheme, final.code);
-  return final;
+/**
+ * A valid verdict below the required level becomes INSUFFICIENT_LEVEL. A malformed query is a 400
+ * thrown here, before any verdict is given, so it is not counted.
+ */
+function againstMinLevel(verdict: Verdict, query: string, minLevelHeader: string | null): Verdict {
+  return verdict.valid && verdict.principal.level < requiredLevel(query, minLevelHeader)
+    ? { valid: false, code: 'INSUFFICIENT_LEVEL', principal: verdict.principal }
+    : verdict;
 }
 
 /**
@@ -149,9 +148,37 @@ function refusal(verdict: Verdict): string {
       return 'The API key is disabled.';
     case 'NOT_FOUND':
       return 'The API key or secret is not valid.';
+    case 'RATE_LIMITED':
+      return `The API key's rate limit is used up: retry in ${verdict.retryAfter} seconds.`;
+    case 'USAGE_EXCEEDED':
+      return "The API key's credits are used up.";
     default:
       return 'The credential is not valid.';
   }
+}
+
+function denial(verdict: Verdict & { valid: false }): HttpError {
+  const headers: Record<string, string> = { 'x-keygate-code': verdict.code };
+  if (verdict.code === 'RATE_LIMITED') {
+    headers['retry-after'] = String(verdict.retryAfter);
+    rateLimitHeaders(verdict.ratelimit, headers);
+    return new HttpError(429, refusal(verdict), headers);
+  }
+  if (verdict.code === 'USAGE_EXCEEDED') {
+    if (verdict.retryAfter !== undefined) headers['retry-after'] = String(verdict.retryAfter);
+    return new HttpError(429, refusal(verdict), headers);
+  }
+  return new HttpError(403, refusal(verdict), headers);
+}
+
+/**
+ * The rate-limit header fields a proxy may pass on: the policy (quota `q` per window `w` seconds) and
+ * the state (`r` remaining, `t` seconds until the whole limit is back).
+ */
+function rateLimitHeaders(limit: RateLimitReport, headers: Record<string, string>): void {
+  const untilReset = Math.max(0, Math.ceil((limit.reset - limit.now) / 1000));
+  headers['ratelimit-policy'] = `"default";q=${limit.limit};w=${limit.duration}`;
+  headers.ratelimit = `"default";r=${limit.remaining};t=${untilReset}`;
 }
 
 /**
@@ -165,11 +192,15 @@ export function subjectHeaderValue(subject: string): string {
 const HEADER_SAFE = /^[\x21-\x24\x26-\x7e]*$/;
 const NOT_HEADER_SAFE = /[^\x21-\x24\x26-\x7e]/gu;
 
-/** The allow answer, its headers added to the edge's in this order; a refusal is a 403. */
+/**
+ * The allow answer, its headers added to the edge's in this order; a refusal is a 403, or a 429 for
+ * a rate limit or credits used up (with Retry-After when waiting helps).
+ */
 function allowed(verdict: Verdict, headers: Record<string, string>): Response {
   // Every deny names its verification code, for a proxy to act on (nginx: auth_request_set).
-  if (!verdict.valid) throw new HttpError(403, refusal(verdict), { 'x-keygate-code': verdict.code });
+  if (!verdict.valid) throw denial(verdict);
   const { principal } = verdict;
+  if (verdict.ratelimit !== undefined) rateLimitHeaders(verdict.ratelimit, headers);
   headers['content-type'] = 'application/json';
   headers['cache-control'] = 'no-store';
   headers['x-keygate-user-id'] = String(principal.userId);

@@ -1,7 +1,8 @@
 // One credential in, one verdict out: the rules shared by POST /apikeys/verify and forward-auth.
 // A key is authenticated by the apikeys service (the key cache, one hash, one compare), a token by
 // the JwtAuthority and mapped to its user (auth/token-users.ts); the verdict is then judged against
-// the level asked for. With mapped user ids the principal also names the provider's subject.
+// the level asked for, and a key that would be VALID is then held to its rate limits and credits
+// (usage-limits.ts). With mapped user ids the principal also names the provider's subject.
 import type { ApiKeyService, KeyAuthentication } from '../apikeys/service';
 import { type KeyMeta, metaOf } from '../apikeys/settings';
 import type { ApiKeyRow } from '../apikeys/store';
@@ -9,6 +10,13 @@ import type { TokenRefusal } from '../auth/jwt';
 import type { TokenUser, TokenUsers } from '../auth/token-users';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
 import { type UsageRecorder, usageOutcomeOf } from '../usage/counter';
+import {
+  applyUsageLimits,
+  type CreditsReport,
+  type LimitsOutcome,
+  type RateLimitReport,
+  type UsageLimits,
+} from './usage-limits';
 
 /** `subject`: with mapped user ids, the token's `sub`, or the subject of the key's owner. */
 export type Principal =
@@ -25,13 +33,36 @@ export type Principal =
   | { type: 'jwt'; userId: number; level: number; expiresAt: string; subject?: string };
 
 export type Verdict =
-  | { valid: true; code: 'VALID'; principal: Principal }
+  | { valid: true; code: 'VALID'; principal: Principal; ratelimit?: RateLimitReport; credits?: CreditsReport }
   | { valid: false; code: 'INSUFFICIENT_LEVEL' | 'DISABLED'; principal: Principal }
+  | {
+      valid: false;
+      code: 'RATE_LIMITED';
+      principal: Principal;
+      ratelimit: RateLimitReport;
+      /** Whole seconds (at least 1) until a verification can pass. */
+      retryAfter: number;
+    }
+  | {
+      valid: false;
+      code: 'USAGE_EXCEEDED';
+      principal: Principal;
+      credits: CreditsReport;
+      /** Whole seconds until the next refill, when one will come. */
+      retryAfter?: number;
+    }
   | { valid: false; code: 'NOT_FOUND' | 'EXPIRED' }
   /** `reason` is for the request's log line only (LOG_LEVEL=debug), never for the answer. */
   | { valid: false; code: 'INVALID_TOKEN'; reason: TokenRefusal };
 
 export type Verifier = ReturnType<typeof createVerifier>;
+
+/**
+ * How a key is checked: the level asked for, the credits a VALID answer takes (default 1), and
+ * `judge`, which may turn the credential's verdict into another before the limits apply (forward-auth's
+ * level, required once the credential is judged).
+ */
+export type KeyCheck = { minLevel?: number; cost?: number; judge?: (verdict: Verdict) => Verdict };
 
 /**
  * Told the outcome of each verify or forward-auth check (metrics): the scheme of the credential
@@ -45,6 +76,7 @@ export function createVerifier({
   service,
   ownerSubject,
   usage,
+  limits,
 }: {
   tokens: TokenUsers;
   service: Pick<ApiKeyService, 'authenticateKey'>;
@@ -52,6 +84,8 @@ export function createVerifier({
   ownerSubject?: (userId: number) => SyncOrAsync<string | undefined>;
   /** Told each verdict on an existing key (a new code is counted by usageOutcomeOf, denied by default). */
   usage?: UsageRecorder;
+  /** Rate limits and credits; without them no key is limited (tests of the other rules). */
+  limits?: UsageLimits;
 }) {
   const keyVerdict = (outcome: KeyAuthentication, minLevel: number): SyncOrAsync<Verdict> => {
     if (outcome.status === 'not-found') return { valid: false, code: 'NOT_FOUND' };
@@ -76,16 +110,23 @@ export function createVerifier({
     verifyKey(
       key: string,
       secret: string,
-      minLevel: number,
-      judge?: (verdict: Verdict) => Verdict,
+      { minLevel = 0, cost = 1, judge }: KeyCheck = {},
     ): SyncOrAsync<Verdict> {
       return andThen(service.authenticateKey(key, secret), (outcome) =>
         andThen(keyVerdict(outcome, minLevel), (first) => {
-          const verdict = judge === undefined ? first : judge(first);
-          // Only ids that name a key: an unknown id counts nothing (a wrong secret carries its key's id).
-          const keyId = outcome.status === 'not-found' ? outcome.keyId : outcome.row.id;
-          if (keyId !== undefined) usage?.record(keyId, usageOutcomeOf(verdict.code));
-          return verdict;
+          const judged = judge === undefined ? first : judge(first);
+          const verdict =
+            judged.valid && limits !== undefined && outcome.status === 'valid'
+              ? andThen(applyUsageLimits(limits, outcome.row, cost), (limited) =>
+                  limitedVerdict(judged, limited),
+                )
+              : judged;
+          return andThen(verdict, (final) => {
+            // Only ids that name a key: an unknown id counts nothing (a wrong secret carries its key's id).
+            const keyId = outcome.status === 'not-found' ? outcome.keyId : outcome.row.id;
+            if (keyId !== undefined) usage?.record(keyId, usageOutcomeOf(final.code));
+            return final;
+          });
         }),
       );
     },
@@ -96,6 +137,25 @@ export function createVerifier({
       return judged(tokenPrincipal(check.user), minLevel);
     },
   };
+}
+
+/** A VALID verdict as its key's limits and credits leave it. */
+function limitedVerdict(verdict: Verdict & { valid: true }, limited: LimitsOutcome): Verdict {
+  const { principal } = verdict;
+  if (limited.allowed) {
+    if (limited.ratelimit === undefined && limited.credits === undefined) return verdict;
+    const answer: Verdict = { valid: true, code: 'VALID', principal };
+    if (limited.ratelimit !== undefined) answer.ratelimit = limited.ratelimit;
+    if (limited.credits !== undefined) answer.credits = limited.credits;
+    return answer;
+  }
+  if (limited.code === 'RATE_LIMITED') {
+    const { ratelimit, retryAfter } = limited;
+    return { valid: false, code: 'RATE_LIMITED', principal, ratelimit, retryAfter };
+  }
+  const refused: Verdict = { valid: false, code: 'USAGE_EXCEEDED', principal, credits: limited.credits };
+  if (limited.retryAfter !== undefined) refused.retryAfter = limited.retryAfter;
+  return refused;
 }
 
 /** A valid verdict below `minLevel` becomes INSUFFICIENT_LEVEL. */

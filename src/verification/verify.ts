@@ -7,10 +7,13 @@ import { andThen } from '../core/sync-or-async';
 import { readJsonBody } from '../http/body';
 import { HttpError } from '../http/errors';
 import { contextOf, type RequestContext } from '../http/request-context';
+import { CREDITS_BOUNDS } from '../limits/credits';
 import { VerifyBody, verificationModels } from './model';
 import type { OnVerdict, Verdict, Verifier } from './verdict';
 
-type Credential = { key: string; secret: string; minLevel: number } | { token: string; minLevel: number };
+type Credential =
+  | { key: string; secret: string; minLevel: number; cost: number }
+  | { token: string; minLevel: number };
 
 export const VERIFY_PATH = '/apikeys/verify';
 
@@ -31,7 +34,7 @@ export function verifyAnswer(verifier: Verifier, onVerdict?: OnVerdict) {
       const verdict =
         'token' in credential
           ? verifier.verifyToken(credential.token, credential.minLevel)
-          : verifier.verifyKey(credential.key, credential.secret, credential.minLevel);
+          : verifier.verifyKey(credential.key, credential.secret, credential);
       // A key in the key cache is judged at once: no more waiting on the hot path.
       return andThen(verdict, (settled) => verified(settled, scheme, headers, context, onVerdict));
     });
@@ -48,10 +51,24 @@ function verified(
   if (verdict.code === 'INVALID_TOKEN') context.tokenRefusal = verdict.reason;
   headers['content-type'] = 'application/json';
   headers['cache-control'] = 'no-store';
-  // Written without a spread of the verdict; an absent principal (undefined) is left out, as before.
+  return new Response(JSON.stringify(answerOf(verdict)), { headers });
+}
+
+/** The verify answer's body: written field by field (no spread), in the order the interface shows. */
+function answerOf(verdict: Verdict) {
   const { valid, code } = verdict;
+  // An absent principal (undefined) is left out of the JSON.
   const principal = 'principal' in verdict ? verdict.principal : undefined;
-  return new Response(JSON.stringify({ result: 'success', valid, code, principal }), { headers });
+  if (!('ratelimit' in verdict) && !('credits' in verdict))
+    return { result: 'success', valid, code, principal };
+  const answer: Record<string, unknown> = { result: 'success', valid, code, principal };
+  if ('ratelimit' in verdict && verdict.ratelimit !== undefined) {
+    const { limit, remaining, reset, scope } = verdict.ratelimit;
+    answer.ratelimit = { limit, remaining, reset: new Date(reset).toISOString(), scope };
+  }
+  if ('credits' in verdict && verdict.credits !== undefined) answer.credits = verdict.credits;
+  if (verdict.code === 'RATE_LIMITED') answer.retryAfter = verdict.retryAfter;
+  return answer;
 }
 
 /** The route as Elysia knows it, for the document: the body's schema and the answers' are named there. */
@@ -77,7 +94,7 @@ export function verifyRoutes(answer: ReturnType<typeof verifyAnswer>) {
 }
 
 const CREDENTIAL_FIELDS = ['key', 'secret', 'token'] as const;
-const FORMS = 'send either key and secret, or token, each with an optional minLevel';
+const FORMS = 'send either key and secret, or token, each with an optional minLevel and cost';
 
 /** The credential in a verify body, or a 400 naming the first problem. */
 export function credentialOf(body: unknown): Credential {
@@ -86,7 +103,7 @@ export function credentialOf(body: unknown): Credential {
   }
   const fields = body as Record<string, unknown>;
   for (const name in fields) {
-    if (name !== 'key' && name !== 'secret' && name !== 'token' && name !== 'minLevel') {
+    if (name !== 'key' && name !== 'secret' && name !== 'token' && name !== 'minLevel' && name !== 'cost') {
       throw new HttpError(400, `Unknown property "${name.slice(0, 40)}": ${FORMS}.`);
     }
   }
@@ -98,6 +115,11 @@ export function credentialOf(body: unknown): Credential {
     throw new HttpError(400, `minLevel must be ${LEVEL_RULE}.`);
   }
   const minLevel = (fields.minLevel as number | undefined) ?? 0;
+  const { cost: bounds } = CREDITS_BOUNDS;
+  if ('cost' in fields && !isWholeNumberIn(fields.cost, bounds.min, bounds.max)) {
+    throw new HttpError(400, `cost must be a whole number from ${bounds.min} to ${bounds.max}.`);
+  }
+  const cost = (fields.cost as number | undefined) ?? bounds.default;
   const hasKey = 'key' in fields || 'secret' in fields;
   const hasToken = 'token' in fields;
   if (hasKey && hasToken) throw new HttpError(400, `Both forms were sent: ${FORMS}.`);
@@ -105,5 +127,9 @@ export function credentialOf(body: unknown): Credential {
   if (!('key' in fields) || !('secret' in fields)) {
     throw new HttpError(400, hasKey ? 'key and secret go together: send both.' : `No credential: ${FORMS}.`);
   }
-  return { key: fields.key as string, secret: fields.secret as string, minLevel };
+  return { key: fields.key as string, secret: fields.secret as string, minLevel, cost };
+}
+
+function isWholeNumberIn(value: unknown, min: number, max: number): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max;
 }

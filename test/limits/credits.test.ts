@@ -102,7 +102,12 @@ const TABLE = `CREATE TABLE credit_pools (
   id text PRIMARY KEY, remaining integer, refill_amount integer, refill_interval_ms bigint,
   refilled_at bigint NOT NULL)`;
 
-type Returned = { remaining: number | string; refilled_at: number | string };
+type Returned = {
+  remaining: number | string;
+  refill_amount: number | string | null;
+  refill_interval_ms: number | string | null;
+  refilled_at: number | string;
+};
 
 function sqliteTable() {
   const db = new Database(':memory:');
@@ -159,7 +164,12 @@ describe('the guarded take on SQLite', () => {
             const row = table.take('k', cost, now);
             if (rule.taken) {
               expected = rule.credits;
-              expect(row).toEqual({ remaining: expected.remaining, refilled_at: expected.refilledAt });
+              expect(row).toEqual({
+                remaining: expected.remaining,
+                refill_amount: expected.refillAmount,
+                refill_interval_ms: expected.refillIntervalMs,
+                refilled_at: expected.refilledAt,
+              });
             } else {
               expect(row).toBeNull();
             }

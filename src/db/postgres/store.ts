@@ -5,11 +5,14 @@
 // transaction, and LISTEN evicts their cached keys.
 
 import { and, count, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
+import { lineageOf } from '../../apikeys/settings';
 import type { ApiKeyRow, ApiKeyStore } from '../../apikeys/store';
 import { RequestGoneError } from '../../core/errors';
 import type { Logger } from '../../core/log';
+import { KEY_CREDITS_COLUMNS, renderedTake, type TakenRow, takeOutcome } from '../credits-take';
 import { keyChanges } from '../key-changes';
-import { lineageOf, withCredits } from '../key-rows';
+import { withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
 import type { PostgresDb } from './open';
 import { apiKeys, keyCredits, keyUsage, userKeyCounts } from './schema';
@@ -41,6 +44,7 @@ const toColumns = ({ credits: _, ...row }: ApiKeyRow): typeof apiKeys.$inferInse
   ...row,
   secretHash: Buffer.from(row.secretHash).toString('hex'),
 });
+const take = renderedTake(new PgDialect(), KEY_CREDITS_COLUMNS);
 type Tx = Parameters<Parameters<PostgresDb['transaction']>[0]>[0];
 /** Sets a lineage's credits (create, update), or adds them. */
 const setCredits = (tx: Tx, lineage: string, credits: NonNullable<ApiKeyRow['credits']>) =>
@@ -332,6 +336,20 @@ export async function createPostgresApiKeyStore(
       }, signal);
       if (updated) announce(updated.ids);
       return updated?.row;
+    },
+
+    async takeCredits(lineage, cost, now) {
+      // One guarded statement, committed on its own: exact however many replicas take at once.
+      const [taken] = (await db.$client
+        .unsafe(take.text, take.params(lineage, cost, now))
+        .catch(unavailableOr)) as TakenRow[];
+      if (taken !== undefined) return takeOutcome(taken, undefined, cost, now);
+      const [stored] = await db
+        .select()
+        .from(keyCredits)
+        .where(eq(keyCredits.lineage, lineage))
+        .catch(unavailableOr);
+      return takeOutcome(undefined, stored, cost, now);
     },
 
     async deleteExpiredBatch(now, limit) {

@@ -1,10 +1,14 @@
 // The ApiKeyStore on SQLite: writes go through the group-commit writer and resolve once committed;
 // reads are prepared statements (synchronous underneath, Promises outside).
 
+import type { SQLQueryBindings } from 'bun:sqlite';
 import { and, count, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
+import { SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
+import { lineageOf } from '../../apikeys/settings';
 import { type ApiKeyRow, type ApiKeyStore, StoreUnavailableError } from '../../apikeys/store';
+import { KEY_CREDITS_COLUMNS, renderedTake, type TakenRow, takeOutcome } from '../credits-take';
 import { keyChanges } from '../key-changes';
-import { lineageOf, withCredits } from '../key-rows';
+import { withCredits } from '../key-rows';
 import { checkpointInBackground } from './checkpoints';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
@@ -111,6 +115,14 @@ export function createSqliteApiKeyStore(
       ),
     )
     .prepare();
+  const take = renderedTake(new SQLiteSyncDialect(), KEY_CREDITS_COLUMNS);
+  const takeStatement = db.$client.prepare<TakenRow, SQLQueryBindings[]>(take.text);
+  const readCredits = db
+    .select()
+    .from(keyCredits)
+    .where(eq(keyCredits.lineage, sql.placeholder('lineage')))
+    .prepare();
+
   const dropCreditsOfGone = (lineages: Iterable<string>) => {
     for (const lineage of new Set(lineages)) deleteOrphanCredits.run({ lineage });
   };
@@ -331,6 +343,14 @@ export function createSqliteApiKeyStore(
           signal,
         )
         .then((updated) => updated?.row);
+    },
+
+    takeCredits(lineage, cost, now) {
+      return writer.write(() => {
+        const taken =
+          takeStatement.get(...(take.params(lineage, cost, now) as SQLQueryBindings[])) ?? undefined;
+        return takeOutcome(taken, taken === undefined ? readCredits.get({ lineage }) : undefined, cost, now);
+      });
     },
 
     deleteExpiredBatch(now, limit) {
