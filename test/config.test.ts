@@ -128,6 +128,30 @@ describe('loadConfig', () => {
     expect(loadConfig({}, { USAGE_RETENTION_DAYS: '3650' }).usageRetentionDays).toBe(3650);
   });
 
+  it('reads RATE_LIMIT as <limit>/<duration> within a key limit’s bounds, and refuses anything else', () => {
+    expect(loadConfig({}).rateLimit).toBeUndefined();
+    expect(loadConfig({ RATE_LIMIT: '1000/60' }).rateLimit).toEqual({ limit: 1000, duration: 60 });
+    expect(loadConfig({ RATE_LIMIT: '1000000/86400' }).rateLimit).toEqual({
+      limit: 1_000_000,
+      duration: 86_400,
+    });
+    for (const bad of [
+      '',
+      '0/60',
+      '1/0',
+      '1000001/1',
+      '1/86401',
+      '10',
+      '10/',
+      '/60',
+      '1.5/60',
+      '10/60s',
+      ' 10/60',
+    ]) {
+      expect(() => loadConfig({ RATE_LIMIT: bad })).toThrow('RATE_LIMIT must be <limit>/<duration>');
+    }
+  });
+
   it('takes KEY_CACHE_SECONDS from 0 to 3600', () => {
     expect(loadConfig({ KEY_CACHE_SECONDS: '0' }).keyCacheSeconds).toBe(0);
     expect(loadConfig({}, { KEY_CACHE_SECONDS: '3600' }).keyCacheSeconds).toBe(3600);

@@ -3,6 +3,7 @@
 import { Elysia, t } from 'elysia';
 import { KeyMeta, WholeNumber } from '../apikeys/model';
 import { MAX_LEVEL, MIN_LEVEL } from '../core/levels';
+import { CREDITS_BOUNDS } from '../limits/credits';
 
 const TokenSubject = t.String({
   description: "With JWT_USER_IDS=mapped: the token's sub, which userId was given to.",
@@ -37,11 +38,47 @@ export const VerifyBody = t.Object(
     secret: t.Optional(t.String()),
     token: t.Optional(t.String()),
     minLevel: t.Optional(t.Number({ multipleOf: 1, minimum: MIN_LEVEL, maximum: MAX_LEVEL })),
+    cost: t.Optional(
+      t.Number({
+        multipleOf: 1,
+        minimum: CREDITS_BOUNDS.cost.min,
+        maximum: CREDITS_BOUNDS.cost.max,
+        default: CREDITS_BOUNDS.cost.default,
+        description: 'Credits a VALID answer takes from a key with credits (ignored for tokens).',
+      }),
+    ),
   },
   {
     additionalProperties: false,
-    description: 'Either key and secret, or token; minLevel optional.',
+    description: 'Either key and secret, or token; minLevel and cost optional.',
   },
+);
+
+const LimitScope = t.Union([t.Literal('key'), t.Literal('user'), t.Literal('operator')], {
+  description: "Whose limit this is: the key's own, its user's policy, or the operator's RATE_LIMIT.",
+});
+
+export const RateLimitState = t.Object(
+  {
+    limit: WholeNumber(),
+    remaining: t.Number({ multipleOf: 1, description: 'Verifications that may pass now.' }),
+    reset: t.String({
+      description: 'When the whole limit is available again if none arrive (ISO 8601, ms).',
+    }),
+    scope: LimitScope,
+  },
+  {
+    description:
+      'VALID and RATE_LIMITED answers of a key under a rate limit: the binding limit (the refusing one, else the one with the fewer remaining).',
+  },
+);
+
+export const CreditsState = t.Object(
+  {
+    remaining: t.Number({ multipleOf: 1, description: 'Credits left after this answer.' }),
+    scope: LimitScope,
+  },
+  { description: 'VALID and USAGE_EXCEEDED answers of a key with credits: the pool drawn on.' },
 );
 
 export const VerifyResponse = t.Object({
@@ -52,6 +89,14 @@ export const VerifyResponse = t.Object({
       'VALID, NOT_FOUND, EXPIRED, DISABLED, INVALID_TOKEN, INSUFFICIENT_LEVEL, RATE_LIMITED or USAGE_EXCEEDED; treat any other as invalid.',
   }),
   principal: t.Optional(Principal),
+  ratelimit: t.Optional(RateLimitState),
+  credits: t.Optional(CreditsState),
+  retryAfter: t.Optional(
+    t.Number({
+      multipleOf: 1,
+      description: 'RATE_LIMITED: whole seconds (at least 1) until a verification can pass.',
+    }),
+  ),
 });
 
 export const ForwardAuthResponse = t.Object({ result: t.Literal('success'), principal: Principal });
@@ -59,6 +104,8 @@ export const ForwardAuthResponse = t.Object({ result: t.Literal('success'), prin
 /** The named schemas of verification, listed under components.schemas in the OpenAPI document. */
 export const verificationModels = new Elysia({ name: 'keygate.verification-models' }).model({
   Principal,
+  RateLimitState,
+  CreditsState,
   VerifyBody,
   VerifyResponse,
   ForwardAuthResponse,
