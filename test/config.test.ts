@@ -136,7 +136,6 @@ describe('loadConfig', () => {
       duration: 86_400,
     });
     for (const bad of [
-      '',
       '0/60',
       '1/0',
       '1000001/1',
