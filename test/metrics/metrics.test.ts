@@ -190,6 +190,37 @@ describe('metrics through the API', () => {
     ).toBe(1);
   });
 
+  it('count the codes of rate limits and credits, on verify and on forward-auth', async () => {
+    const k = await testKeygate({ METRICS_PORT: '0' });
+    const created = await k.req('POST', '/apikeys/jwt', {
+      headers: await k.bearer(9),
+      body: {
+        name: 'x',
+        level: 1,
+        expiresIn: 60,
+        ratelimit: { limit: 2, duration: 60 },
+        credits: { remaining: 1 },
+      },
+    });
+    const key = created.json.apikey as { key: string; secret: string };
+    const body = { key: key.key, secret: key.secret };
+    await k.req('POST', '/apikeys/verify', { body }); // VALID: the one credit
+    await k.req('POST', '/apikeys/verify', { body }); // USAGE_EXCEEDED: the limit given back
+    await k.req('GET', '/forward-auth', { headers: k.basic(key.key, key.secret) }); // USAGE_EXCEEDED
+    await k.req('POST', '/apikeys/verify', { body: { ...body, cost: 0 } }); // VALID: the second of two
+    await k.req('GET', '/forward-auth', { headers: k.basic(key.key, key.secret) }); // RATE_LIMITED
+    const samples = await scrape(k);
+    const outcome = (path: string, code: string) =>
+      sampleValue(samples, 'keygate_verifications_total', { path, scheme: 'key', code });
+    expect(outcome('verify', 'VALID')).toBe(2);
+    expect(outcome('verify', 'USAGE_EXCEEDED')).toBe(1);
+    expect(outcome('forward_auth', 'USAGE_EXCEEDED')).toBe(1);
+    expect(outcome('forward_auth', 'RATE_LIMITED')).toBe(1);
+    expect(
+      sampleValue(samples, 'keygate_http_requests_total', { route: '/forward-auth', status: '429' }),
+    ).toBe(2);
+  });
+
   it('count rotations, and key-cache hits and misses', async () => {
     const k = await testKeygate({ METRICS_PORT: '0' });
     const key = await k.createKey(8, { level: 1 });
