@@ -152,3 +152,27 @@ describe('the proxy configurations and forward-auth answers for rate limits and 
     }
   });
 });
+
+describe('docs/rate-limits.md, behind a reverse proxy', () => {
+  it.each([
+    ['nginx', 'examples/proxies/nginx.conf'],
+    ['caddyfile', 'examples/proxies/Caddyfile'],
+  ])('every line of its %s excerpt is a line of %s, in the same order', async (language, path) => {
+    const [doc, config] = await Promise.all([read('docs/rate-limits.md'), read(path)]);
+    const section = doc.slice(doc.indexOf('## Behind a reverse proxy'));
+    const excerpt = section.match(new RegExp(`\`\`\`${language}\\n([\\s\\S]*?)\`\`\`\\n`))?.[1];
+    expect(excerpt).toBeString();
+    // The excerpt's own comments say where the lines go; every other line is the file's, verbatim.
+    const lines = (excerpt ?? '')
+      .split('\n')
+      .filter((line) => line.trim() !== '' && !line.trim().startsWith('#'));
+    expect(lines.length).toBeGreaterThan(3);
+    const fileLines = config.split('\n');
+    let at = 0;
+    for (const line of lines) {
+      const found = fileLines.indexOf(line, at);
+      expect({ line, found: found >= 0 }).toEqual({ line, found: true });
+      at = found + 1;
+    }
+  });
+});
