@@ -6,7 +6,7 @@
 # Usage:  scripts/ci/proxy-smoke.sh
 #   KEYGATE_BINARY=path   the keygate executable (default dist/keygate, built when missing)
 #
-# Installs nginx and Caddy from Debian when missing (as root; their services are not started).
+# Installs nginx, Caddy, curl, jq and sqlite3 from Debian when missing (as root; their services are not started).
 # Everything listens on 127.0.0.1 on free ports; keygate's data and all configs live in a temp dir.
 # Prints PASS/FAIL per check and a summary, exits non-zero on any failure. Every wait is bounded;
 # on exit (success or failure) it stops keygate, the fixtures, nginx and Caddy by their PIDs and
@@ -77,7 +77,7 @@ wait_http() {
 
 # ---- 1. nginx and Caddy ---------------------------------------------------------------------------
 missing=()
-for command in nginx caddy curl jq; do command -v "$command" >/dev/null || missing+=("$command"); done
+for command in nginx caddy curl jq sqlite3; do command -v "$command" >/dev/null || missing+=("$command"); done
 if [ "${#missing[@]}" -gt 0 ]; then
   [ "$(id -u)" = 0 ] || fail "${missing[*]} missing: apt-get install ${missing[*]}, or run this as root"
   # Debian's maintainer scripts start the nginx and Caddy services (port 80) through invoke-rc.d
@@ -95,7 +95,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     POLICY_ADDED=0
   fi
 fi
-for command in nginx caddy curl jq; do
+for command in nginx caddy curl jq sqlite3; do
   command -v "$command" >/dev/null || fail "$command is not on PATH (after apt-get install, if it ran)"
 done
 log "$(nginx -v 2>&1), caddy $(caddy version | cut -d' ' -f1)"
@@ -207,6 +207,7 @@ for proxy in nginx caddy; do
   limited_key "$proxy-ratelimited" '"ratelimit": {"limit": 2, "duration": 60}'
   limited_key "$proxy-credits" '"credits": {"remaining": 1}'
   limited_key "$proxy-refilled" '"credits": {"remaining": 1, "refill": {"amount": 1, "interval": 3600}}'
+  limited_key "$proxy-paying" '"credits": {"remaining": 100}'
 done
 TOKEN=$(token --sub 42 --level 6 --ttl 900)
 printf '%s\n' "$TOKEN" >"$S/token"
@@ -406,6 +407,39 @@ credits_refill() {
   [[ "$retry" =~ ^[0-9]+$ ]] && [ "$retry" -ge 3500 ] && [ "$retry" -le 3600 ] \
     || { echo "the client got Retry-After: $retry, expected the hour's refill"; return 1; }
 }
+# While another process holds SQLite's write lock, taking a credit waits (2 s) and keygate answers
+# 503 with Retry-After: the client gets that 503, not a 500, and the upstream nothing.
+database_unavailable() {
+  local base holder deadline
+  base=$(base_of "$1")
+  rm -f "$WORK/lock.in" "$WORK/lock.out"
+  mkfifo "$WORK/lock.in"
+  sqlite3 "$WORK/data/keygate.db" <"$WORK/lock.in" >"$WORK/lock.out" 2>&1 &
+  holder=$! # runs inside check's subshell: stopped and reaped here, on every path
+  exec 7>"$WORK/lock.in"
+  printf "BEGIN IMMEDIATE;\nSELECT 'locked';\n" >&7
+  deadline=$(($(date +%s) + READY_WITHIN))
+  until grep -qx locked "$WORK/lock.out"; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      exec 7>&-
+      kill "$holder" 2>/dev/null
+      wait "$holder" 2>/dev/null
+      echo "sqlite3 took no write lock: $(cat "$WORK/lock.out")"
+      return 1
+    fi
+    sleep 0.05
+  done
+  send "$base" "$2" GET /app/hello -H "@$S/$1-paying"
+  printf 'COMMIT;\n' >&7
+  exec 7>&-
+  wait "$holder" || true
+  expect_status 503 && expect_unreached "$2" || return 1
+  [ "$(jq -r .result "$WORK/resp")" = error ] || { echo "the client got $(head -c 200 "$WORK/resp")"; return 1; }
+  [[ "$(client_header retry-after)" =~ ^[0-9]+$ ]] || { echo "the client got Retry-After: $(client_header retry-after)"; return 1; }
+  # The lock is gone: the same key passes again.
+  send "$base" "$2 (after)" GET /app/hello -H "@$S/$1-paying"
+  expect_status 200
+}
 # Without a limit the client gets no rate-limit headers, and refusals other than 429 stay as they were.
 unlimited_headers() {
   send "$(base_of "$1")" "$2" GET /app/hello -H "@$S/basic" -H 'RateLimit: "default";r=999;t=0' \
@@ -433,6 +467,7 @@ for proxy in nginx caddy; do
   check "$proxy" "ratelimit 2/60: 2 pass with RateLimit r=1, r=0; the 3rd is 429 RATE_LIMITED, Retry-After 1..60, upstream not reached" rate_limited
   check "$proxy" "credits 1: 1 passes; the 2nd is 429 USAGE_EXCEEDED without Retry-After, upstream not reached" credits_used_up
   check "$proxy" "credits 1, hourly refill: the 2nd is 429 USAGE_EXCEEDED with Retry-After until the refill" credits_refill
+  check "$proxy" "database write-locked: keygate's 503 with Retry-After reaches the client, upstream not reached" database_unavailable
 done
 
 # keygate's own log of all this holds no secret and no token. SIGTERM first: it writes what it has
