@@ -6,7 +6,8 @@
 # Usage:  scripts/ci/proxy-smoke.sh
 #   KEYGATE_BINARY=path   the keygate executable (default dist/keygate, built when missing)
 #
-# Installs nginx, Caddy, curl, jq and sqlite3 from Debian when missing (as root; their services are not started).
+# Installs nginx, Caddy, curl, jq and sqlite3 from Debian when missing (as root; their services are
+# not started).
 # Everything listens on 127.0.0.1 on free ports; keygate's data and all configs live in a temp dir.
 # Prints PASS/FAIL per check and a summary, exits non-zero on any failure. Every wait is bounded;
 # on exit (success or failure) it stops keygate, the fixtures, nginx and Caddy by their PIDs and
@@ -440,7 +441,7 @@ database_unavailable() {
   send "$base" "$2 (after)" GET /app/hello -H "@$S/$1-paying"
   expect_status 200
 }
-# Without a limit the client gets no rate-limit headers, and refusals other than 429 stay as they were.
+# Without a limit the client gets no rate-limit headers, not even copies of its own.
 unlimited_headers() {
   send "$(base_of "$1")" "$2" GET /app/hello -H "@$S/basic" -H 'RateLimit: "default";r=999;t=0' \
     -H 'RateLimit-Policy: "default";q=999;w=1'
