@@ -6,7 +6,8 @@
 # Usage:  scripts/ci/proxy-smoke.sh
 #   KEYGATE_BINARY=path   the keygate executable (default dist/keygate, built when missing)
 #
-# Installs nginx and Caddy from Debian when missing (as root; their services are not started).
+# Installs nginx, Caddy, curl, jq and sqlite3 from Debian when missing (as root; their services are
+# not started).
 # Everything listens on 127.0.0.1 on free ports; keygate's data and all configs live in a temp dir.
 # Prints PASS/FAIL per check and a summary, exits non-zero on any failure. Every wait is bounded;
 # on exit (success or failure) it stops keygate, the fixtures, nginx and Caddy by their PIDs and
@@ -77,7 +78,7 @@ wait_http() {
 
 # ---- 1. nginx and Caddy ---------------------------------------------------------------------------
 missing=()
-for command in nginx caddy curl jq; do command -v "$command" >/dev/null || missing+=("$command"); done
+for command in nginx caddy curl jq sqlite3; do command -v "$command" >/dev/null || missing+=("$command"); done
 if [ "${#missing[@]}" -gt 0 ]; then
   [ "$(id -u)" = 0 ] || fail "${missing[*]} missing: apt-get install ${missing[*]}, or run this as root"
   # Debian's maintainer scripts start the nginx and Caddy services (port 80) through invoke-rc.d
@@ -95,7 +96,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     POLICY_ADDED=0
   fi
 fi
-for command in nginx caddy curl jq; do
+for command in nginx caddy curl jq sqlite3; do
   command -v "$command" >/dev/null || fail "$command is not on PATH (after apt-get install, if it ran)"
 done
 log "$(nginx -v 2>&1), caddy $(caddy version | cut -d' ' -f1)"
@@ -190,6 +191,25 @@ jq -r .apikey.secret "$S/created.json" >"$S/secret"
 printf 'Authorization: Basic %s\n' "$(printf '%s:%s' "$KEY" "$(cat "$S/secret")" | base64 -w0)" >"$S/basic"
 printf 'X-API-Key: %s\nX-API-Secret: %s\n' "$KEY" "$(cat "$S/secret")" >"$S/xapi"
 printf 'Authorization: Basic %s\n' "$(printf '%s:%s' "$KEY" wrong-secret | base64 -w0)" >"$S/wrong"
+# limited_key FILE SETTINGS: a level-3 key of user 7 with SETTINGS (JSON members) into header file FILE.
+limited_key() {
+  local body answered
+  body=$(jq -cn --argjson settings "{$2}" '{name: "proxy-smoke-limited", level: 3, expiresIn: 3600} + $settings')
+  answered=$(curl -sS -o "$S/limited.json" -w '%{http_code}' --max-time 5 -H "@$S/owner" \
+    -H 'Content-Type: application/json' --data "$body" "$KEYGATE/apikeys/jwt" || true)
+  [ "$answered" = 201 ] || fail "creating a key with $2 answered $answered: $(head -c 300 "$S/limited.json")"
+  printf 'Authorization: Basic %s\n' \
+    "$(jq -j '.apikey | "\(.key):\(.secret)"' "$S/limited.json" | base64 -w0)" >"$S/$1"
+  jq -r .apikey.secret "$S/limited.json" >>"$S/limited-secrets"
+  rm "$S/limited.json"
+}
+# One of each per proxy: limits and credits are counted per key.
+for proxy in nginx caddy; do
+  limited_key "$proxy-ratelimited" '"ratelimit": {"limit": 2, "duration": 60}'
+  limited_key "$proxy-credits" '"credits": {"remaining": 1}'
+  limited_key "$proxy-refilled" '"credits": {"remaining": 1, "refill": {"amount": 1, "interval": 3600}}'
+  limited_key "$proxy-paying" '"credits": {"remaining": 100}'
+done
 TOKEN=$(token --sub 42 --level 6 --ttl 900)
 printf '%s\n' "$TOKEN" >"$S/token"
 printf 'Authorization: Bearer %s\n' "$TOKEN" >"$S/bearer"
@@ -198,6 +218,30 @@ TOKEN_EXP=$(jq -rn --arg t "$TOKEN" '$t | split(".")[1] | gsub("-"; "+") | gsub(
 TOKEN_EXPIRES=$(date -u -d "@$TOKEN_EXP" +%Y-%m-%dT%H:%M:%S.000Z)
 
 # ---- 5. the checks --------------------------------------------------------------------------------
+# A header of the answer the client got (the last value when repeated), or <absent>.
+client_header() {
+  local value
+  value=$(grep -i "^$1:" "$WORK/resp.h" | tail -n1 | cut -d: -f2- | sed 's/^ *//' | tr -d '\r')
+  [ -n "$value" ] && echo "$value" || echo '<absent>'
+}
+# How many times the client's answer carries header NAME.
+client_header_count() { grep -ci "^$1:" "$WORK/resp.h" || true; }
+expect_client_header() {
+  local got
+  got=$(client_header "$1")
+  [ "$got" = "$2" ] || { echo "the client got $1: $got, expected $2"; return 1; }
+}
+# The client got keygate's error shape with X-Keygate-Code CODE, and no second copy of any header.
+expect_refusal() {
+  expect_client_header x-keygate-code "$1" || return 1
+  jq -e '.result == "error" and (.error | type == "string" and length > 0) and (keys | length == 2)' \
+    "$WORK/resp" >/dev/null || { echo "the client got the body $(head -c 200 "$WORK/resp")"; return 1; }
+  local name
+  for name in retry-after ratelimit ratelimit-policy x-keygate-code; do
+    [ "$(client_header_count "$name")" -le 1 ] || { echo "the client got $name twice"; return 1; }
+  done
+}
+
 # send BASE TAG METHOD PATH [curl args...]: STATUS, the body in $WORK/resp, headers in $WORK/resp.h.
 # The tag (X-Smoke-Check) lets the upstream count what reached it per check.
 send() {
@@ -319,6 +363,92 @@ post_body() {
   [ "$(seen | jq .tap.markerSeen)" = false ] || { echo "the body reached keygate"; return 1; }
 }
 
+# A key limited to 2 verifications per 60 s: two pass with the rate-limit headers, the third is a 429.
+rate_limited() {
+  local base i
+  base=$(base_of "$1")
+  for i in 1 0; do
+    send "$base" "$2 (allowed)" GET /app/hello -H "@$S/$1-ratelimited"
+    expect_status 200 && expect_header x-keygate-user-id 7 && expect_no_credentials \
+      && expect_header ratelimit '<absent>' || return 1
+    expect_client_header ratelimit-policy '"default";q=2;w=60' || return 1
+    [[ "$(client_header ratelimit)" =~ ^\"default\"\;r=$i\;t=([0-9]+)$ ]] \
+      || { echo "the client got RateLimit: $(client_header ratelimit) (expected r=$i)"; return 1; }
+  done
+  send "$base" "$2" GET /app/hello -H "@$S/$1-ratelimited"
+  expect_status 429 && expect_unreached "$2" && expect_refusal RATE_LIMITED || return 1
+  local retry
+  retry=$(client_header retry-after)
+  [[ "$retry" =~ ^[0-9]+$ ]] && [ "$retry" -ge 1 ] && [ "$retry" -le 60 ] \
+    || { echo "the client got Retry-After: $retry"; return 1; }
+  expect_client_header ratelimit-policy '"default";q=2;w=60' || return 1
+  [[ "$(client_header ratelimit)" =~ ^\"default\"\;r=0\;t=[0-9]+$ ]] \
+    || { echo "the client got RateLimit: $(client_header ratelimit)"; return 1; }
+  [ "$(reached "$2 (allowed)")" = 2 ] || { echo "the upstream saw $(reached "$2 (allowed)") of the 2 allowed"; return 1; }
+}
+# A key with 1 credit and no refill: one passes, then a 429 without Retry-After (waiting will not help).
+credits_used_up() {
+  local base
+  base=$(base_of "$1")
+  send "$base" "$2 (allowed)" GET /app/hello -H "@$S/$1-credits"
+  expect_status 200 && expect_client_header ratelimit '<absent>' || return 1
+  send "$base" "$2" GET /app/hello -H "@$S/$1-credits"
+  expect_status 429 && expect_unreached "$2" && expect_refusal USAGE_EXCEEDED \
+    && expect_client_header retry-after '<absent>' && expect_client_header ratelimit '<absent>'
+}
+# A key with 1 credit refilled hourly: the 429 says when the refill comes.
+credits_refill() {
+  local base retry
+  base=$(base_of "$1")
+  send "$base" "$2 (allowed)" GET /app/hello -H "@$S/$1-refilled"
+  expect_status 200 || return 1
+  send "$base" "$2" GET /app/hello -H "@$S/$1-refilled"
+  expect_status 429 && expect_unreached "$2" && expect_refusal USAGE_EXCEEDED || return 1
+  retry=$(client_header retry-after)
+  [[ "$retry" =~ ^[0-9]+$ ]] && [ "$retry" -ge 3500 ] && [ "$retry" -le 3600 ] \
+    || { echo "the client got Retry-After: $retry, expected the hour's refill"; return 1; }
+}
+# While another process holds SQLite's write lock, taking a credit waits (2 s) and keygate answers
+# 503 with Retry-After: the client gets that 503, not a 500, and the upstream nothing.
+database_unavailable() {
+  local base holder deadline
+  base=$(base_of "$1")
+  rm -f "$WORK/lock.in" "$WORK/lock.out"
+  mkfifo "$WORK/lock.in"
+  sqlite3 "$WORK/data/keygate.db" <"$WORK/lock.in" >"$WORK/lock.out" 2>&1 &
+  holder=$! # runs inside check's subshell: stopped and reaped here, on every path
+  exec 7>"$WORK/lock.in"
+  printf "BEGIN IMMEDIATE;\nSELECT 'locked';\n" >&7
+  deadline=$(($(date +%s) + READY_WITHIN))
+  until grep -qx locked "$WORK/lock.out"; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      exec 7>&-
+      kill "$holder" 2>/dev/null
+      wait "$holder" 2>/dev/null
+      echo "sqlite3 took no write lock: $(cat "$WORK/lock.out")"
+      return 1
+    fi
+    sleep 0.05
+  done
+  send "$base" "$2" GET /app/hello -H "@$S/$1-paying"
+  printf 'COMMIT;\n' >&7
+  exec 7>&-
+  wait "$holder" || true
+  expect_status 503 && expect_unreached "$2" || return 1
+  [ "$(jq -r .result "$WORK/resp")" = error ] || { echo "the client got $(head -c 200 "$WORK/resp")"; return 1; }
+  [[ "$(client_header retry-after)" =~ ^[0-9]+$ ]] || { echo "the client got Retry-After: $(client_header retry-after)"; return 1; }
+  # The lock is gone: the same key passes again.
+  send "$base" "$2 (after)" GET /app/hello -H "@$S/$1-paying"
+  expect_status 200
+}
+# Without a limit the client gets no rate-limit headers, not even copies of its own.
+unlimited_headers() {
+  send "$(base_of "$1")" "$2" GET /app/hello -H "@$S/basic" -H 'RateLimit: "default";r=999;t=0' \
+    -H 'RateLimit-Policy: "default";q=999;w=1'
+  expect_status 200 && expect_client_header ratelimit '<absent>' \
+    && expect_client_header ratelimit-policy '<absent>' && expect_client_header retry-after '<absent>'
+}
+
 for proxy in nginx caddy; do
   check "$proxy" "valid key (Basic) reaches the upstream as keygate's user 7, level 3, without Authorization" basic_key
   check "$proxy" "valid key (X-API-Key/X-API-Secret) reaches the upstream as user 7, level 3, without them" xapi_key
@@ -334,6 +464,11 @@ for proxy in nginx caddy; do
   check "$proxy" "token + client's X-Keygate-Key/User-Id: upstream sees keygate's values, no key" spoof_with_token
   check "$proxy" "no credential + client's X-Keygate-User-Id: 1: 401, upstream not reached" spoof_without_credential
   check "$proxy" "POST body reaches the upstream; keygate was asked and never received it" post_body
+  check "$proxy" "key without a limit (client sends RateLimit of its own): no RateLimit, RateLimit-Policy, Retry-After back" unlimited_headers
+  check "$proxy" "ratelimit 2/60: 2 pass with RateLimit r=1, r=0; the 3rd is 429 RATE_LIMITED, Retry-After 1..60, upstream not reached" rate_limited
+  check "$proxy" "credits 1: 1 passes; the 2nd is 429 USAGE_EXCEEDED without Retry-After, upstream not reached" credits_used_up
+  check "$proxy" "credits 1, hourly refill: the 2nd is 429 USAGE_EXCEEDED with Retry-After until the refill" credits_refill
+  check "$proxy" "database write-locked: keygate's 503 with Retry-After reaches the client, upstream not reached" database_unavailable
 done
 
 # keygate's own log of all this holds no secret and no token. SIGTERM first: it writes what it has
@@ -350,7 +485,8 @@ fi
 if [ "$keygate_exit" != 0 ]; then
   printf 'FAIL  keygate exited %s on SIGTERM\n' "$keygate_exit"
   FAILED=$((FAILED + 1))
-elif grep -qF -f "$S/secret" "$WORK/keygate.out" || grep -qF -f "$S/token" "$WORK/keygate.out"; then
+elif grep -qF -f "$S/secret" "$WORK/keygate.out" || grep -qF -f "$S/token" "$WORK/keygate.out" \
+  || grep -qF -f "$S/limited-secrets" "$WORK/keygate.out"; then
   printf 'FAIL  keygate log holds a secret or a token\n'
   FAILED=$((FAILED + 1))
 else

@@ -108,6 +108,17 @@ describe('examples/compose/nginx.conf', () => {
     expect(subrequest).toContain('proxy_pass_request_body off;');
   });
 
+  it('gives /app/ keygate’s 429 back, as the tested nginx configuration does', async () => {
+    const app = nginxConf.match(/location \/app\/ \{([^}]*)\}/)?.[1] ?? '';
+    expect(app).toContain('error_page 500 = @keygate_refused;');
+    // The named location is the one scripts/ci/proxy-smoke.sh runs through real nginx, verbatim.
+    const refused = (conf: string) =>
+      conf.match(/\n {4}location @keygate_refused \{\n[\s\S]*?\n {4}\}\n/)?.[0];
+    const tested = refused(await read('examples/proxies/nginx.conf'));
+    expect(tested).toBeString();
+    expect(refused(nginxConf)).toBe(tested);
+  });
+
   it('logs no request headers (credentials travel in them)', () => {
     const format = nginxConf.match(/log_format keygate ([^;]*);/)?.[1] ?? '';
     expect(format).not.toMatch(/\$http_|\$request\b|\$args|\$query_string/);
