@@ -1,12 +1,16 @@
 // createApp wires the routes, the authentication schemes and the one error mapping; no logic here.
 // It answers through Elysia, except the verification routes, which the edge answers directly.
 import { Elysia, ValidationError } from 'elysia';
+import { operatorAuth } from './admin/operator-auth';
+import { adminRoutes } from './admin/routes';
+import { createAdminService } from './admin/service';
 import { allKeyEvents, createAuditLog, type KeyEvents } from './apikeys/audit';
 import { keyAuth } from './apikeys/key-auth';
 import { ErrorResponse, HealthResponse } from './apikeys/model';
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
 import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
+import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth } from './auth/schemes';
 import type { TokenUsers } from './auth/token-users';
 import type { Clock } from './core/clock';
@@ -30,6 +34,8 @@ export type AppDeps = {
   store: Pick<ApiKeyStore, 'ping'>;
   /** Tokens verified and mapped to their users, for the JWT scheme. */
   tokens: TokenUsers;
+  /** The operator's routes (/admin): tokens whose scope holds `scope`, verified by `jwt`. */
+  operators: { jwt: Pick<JwtAuthority, 'verify'>; scope: string };
   verifier: Verifier;
   /** The usage history (GET /apikeys/:id/usage/…) and what counts a /key authentication as a last use. */
   usage: UsageService;
@@ -50,6 +56,7 @@ export function createApp({
   service,
   store,
   tokens,
+  operators,
   verifier,
   usage,
   usageCounter,
@@ -92,6 +99,11 @@ export function createApp({
       { name: 'API keys', description: 'Create, list, get, rotate and delete API keys.' },
       { name: 'Verification', description: 'Verify a credential, or forward-auth for a reverse proxy.' },
       { name: 'Operations', description: 'Health.' },
+      {
+        name: 'Operator',
+        description:
+          "Any user's keys and user policies, for the operator's own services (a token with the admin scope).",
+      },
     ],
     securitySchemes: {
       bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
@@ -144,6 +156,12 @@ export function createApp({
     .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service, usageCounter) }))
     .use(usageRoutes({ suffix: 'jwt', auth: jwtAuth(tokens), apikeys: service, usage, clock }))
     .use(usageRoutes({ suffix: 'key', auth: keyAuth(service, usageCounter), apikeys: service, usage, clock }))
+    .use(
+      adminRoutes({
+        auth: operatorAuth(operators.jwt, operators.scope),
+        admin: createAdminService({ apikeys: service }),
+      }),
+    )
     // In Elysia for the document (and for any caller without the edge); the edge answers them first.
     .use(verifyRoutes(verify))
     .use(forwardAuthRoutes(forwardAuth));

@@ -196,6 +196,7 @@ export async function createKeygate(
     service,
     store,
     tokens,
+    operators: { jwt, scope: config.jwtAdminScope },
     verifier: createVerifier({ tokens, service, ownerSubject: subjects?.subjectOf, usage: usageCounter }),
     usage,
     usageCounter,

@@ -150,6 +150,13 @@ export function createApiKeyService({
       return row;
     },
 
+    /** The user of the live key `id`, for the operator, who acts on any user's keys; 404 as for get. */
+    async ownerOf(id: string): Promise<number> {
+      const row = await store.findKey(id);
+      if (!row || row.expiresAt <= clock()) throw new KeyNotFoundError();
+      return row.userId;
+    },
+
     async getKey(caller: Caller, id: string): Promise<KeySummary> {
       return infoOf(await ownLiveKey(caller, id, 'see'), clock());
     },
