@@ -1,6 +1,7 @@
 // createApp wires the routes, the authentication schemes and the one error mapping; no logic here.
 // It answers through Elysia, except the verification routes, which the edge answers directly.
 import { Elysia, ValidationError } from 'elysia';
+import { createAdminAudit } from './admin/audit';
 import { operatorAuth } from './admin/operator-auth';
 import { adminRoutes } from './admin/routes';
 import { createAdminService } from './admin/service';
@@ -31,7 +32,7 @@ import { VERSION } from './version';
 
 export type AppDeps = {
   service: ApiKeyService;
-  store: Pick<ApiKeyStore, 'ping'>;
+  store: Pick<ApiKeyStore, 'ping' | 'deleteKeysOfUser'>;
   /** Tokens verified and mapped to their users, for the JWT scheme. */
   tokens: TokenUsers;
   /** The operator's routes (/admin): tokens whose scope holds `scope`, verified by `jwt`. */
@@ -159,7 +160,11 @@ export function createApp({
     .use(
       adminRoutes({
         auth: operatorAuth(operators.jwt, operators.scope),
-        admin: createAdminService({ apikeys: service }),
+        admin: createAdminService({ apikeys: service, store, usage, clock }),
+        events: routes.events,
+        audit: createAdminAudit(logger),
+        maxExpiresInSeconds,
+        clock,
       }),
     )
     // In Elysia for the document (and for any caller without the edge); the edge answers them first.

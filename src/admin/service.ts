@@ -1,22 +1,73 @@
 // The operator's rules: any user's keys, through the key service's own rules. The operator acts for
-// the key's user as a caller of the highest level, so every rule of a token of that user holds (404
-// for an expired or unknown key, the cap, the user's policy), and nothing here repeats them.
-import type { ApiKeyService } from '../apikeys/service';
+// the key's user as a caller of the highest level, so every rule a token of that user meets holds
+// (404 for an expired or unknown key, the cap, the user's policy), and nothing here repeats them.
+
+import type { CreateKeyInput } from '../apikeys/model';
+import type { ApiKeyService, KeyPatch } from '../apikeys/service';
+import type { ApiKeyStore, ListPosition } from '../apikeys/store';
 import type { Caller } from '../auth/caller';
+import type { Clock } from '../core/clock';
 import { MAX_LEVEL } from '../core/levels';
+import type { Granularity, UsageService } from '../usage/service';
 import type { Operator } from './operator-auth';
 
 export type AdminService = ReturnType<typeof createAdminService>;
+
+type UsageQuery = { granularity: Granularity; since: number; until: number };
 
 /** The operator acting for `userId`: any level, audited as the operator. */
 export function actingFor(operator: Operator, userId: number): Caller {
   return { userId, level: MAX_LEVEL, by: operator.by };
 }
 
-export function createAdminService({ apikeys }: { apikeys: ApiKeyService }) {
+export function createAdminService({
+  apikeys,
+  store,
+  usage,
+  clock,
+}: {
+  apikeys: ApiKeyService;
+  store: Pick<ApiKeyStore, 'deleteKeysOfUser'>;
+  usage: Pick<UsageService, 'history' | 'userHistory'>;
+  clock: Clock;
+}) {
+  /** The operator acting for the user of the live key `id` (404 when there is none). */
+  const actingForOwnerOf = async (operator: Operator, id: string) =>
+    actingFor(operator, await apikeys.ownerOf(id));
+
   return {
     async getKey(operator: Operator, id: string) {
-      return apikeys.getKey(actingFor(operator, await apikeys.ownerOf(id)), id);
+      return apikeys.getKey(await actingForOwnerOf(operator, id), id);
+    },
+
+    listKeys(operator: Operator, userId: number, page: { limit: number; after: ListPosition | undefined }) {
+      return apikeys.listKeys(actingFor(operator, userId), page);
+    },
+
+    createKey(operator: Operator, userId: number, input: CreateKeyInput, signal?: AbortSignal) {
+      return apikeys.createKey(actingFor(operator, userId), input, signal);
+    },
+
+    async updateKey(operator: Operator, id: string, patch: KeyPatch, signal?: AbortSignal) {
+      return apikeys.updateKey(await actingForOwnerOf(operator, id), id, patch, signal);
+    },
+
+    async revokeKey(operator: Operator, id: string, signal?: AbortSignal) {
+      return apikeys.revokeKey(await actingForOwnerOf(operator, id), id, signal);
+    },
+
+    /** Every key of the user, in one transaction; resolves with how many were live. */
+    revokeAllKeys(userId: number, signal?: AbortSignal): Promise<number> {
+      return store.deleteKeysOfUser(userId, clock(), signal);
+    },
+
+    async keyUsage(id: string, query: UsageQuery) {
+      await apikeys.ownerOf(id);
+      return usage.history(id, query);
+    },
+
+    userUsage(userId: number, query: UsageQuery) {
+      return usage.userHistory(userId, query);
     },
   };
 }

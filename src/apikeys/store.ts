@@ -72,9 +72,10 @@ export type RotationOutcome = 'rotated' | 'not-found' | 'limit-reached';
 
 /**
  * Called with the ids a committed write inserted, deleted, rotated or purged (here or, on a shared
- * database, on another replica), or with 'all' when changes may have been missed.
+ * database, on another replica), with `{ userId }` when every key of that user went at once, or with
+ * 'all' when changes may have been missed.
  */
-export type KeysChangedListener = (ids: readonly string[] | 'all') => void;
+export type KeysChangedListener = (ids: readonly string[] | 'all' | { readonly userId: number }) => void;
 
 export interface ApiKeyStore {
   /**
@@ -109,6 +110,13 @@ export interface ApiKeyStore {
    * when the key is gone or expired. Other replicas hear of it as of a delete.
    */
   updateKey(id: string, update: KeyUpdate, now: number, signal?: AbortSignal): Promise<ApiKeyRow | undefined>;
+
+  /**
+   * In one transaction: every key of the user (expired ones too), their credits and usage rows.
+   * Resolves with how many of them were live at `now`. Other replicas hear of it as one change of
+   * the user's keys, not one per key.
+   */
+  deleteKeysOfUser(userId: number, now: number, signal?: AbortSignal): Promise<number>;
 
   /** Deletes up to `limit` keys that expired at or before `now`; resolves with how many. */
   deleteExpiredBatch(now: number, limit: number): Promise<number>;

@@ -15,8 +15,13 @@ import type { PostgresDb } from './open';
 import { apiKeys, keyCredits, keyUsage, userKeyCounts } from './schema';
 import { unavailableCode, unavailableOr } from './unavailable';
 
-/** The NOTIFY channel: a payload is the sending replica's id, a space, and the comma-separated key ids. */
+/**
+ * The NOTIFY channel: a payload is the sending replica's id, a space, and the comma-separated key ids,
+ * or `user:<id>` when every key of that user went at once.
+ */
 export const KEYS_CHANNEL = 'keygate_keys';
+
+const USER_PREFIX = 'user:';
 
 // A NOTIFY payload must stay under 8000 bytes; a key id is at most 131 characters.
 const IDS_PER_NOTIFY = 50;
@@ -182,7 +187,9 @@ export async function createPostgresApiKeyStore(
         KEYS_CHANNEL,
         (payload) => {
           const [sender, ids = ''] = payload.split(' ');
-          if (sender !== replicaId) announce(ids.split(',').filter(Boolean));
+          if (sender === replicaId) return;
+          if (ids.startsWith(USER_PREFIX)) announce({ userId: Number(ids.slice(USER_PREFIX.length)) });
+          else announce(ids.split(',').filter(Boolean));
         },
         () => {
           // After a reconnect, notifications sent meanwhile are lost: forget every cached key.
@@ -266,6 +273,32 @@ export async function createPostgresApiKeyStore(
       }, signal);
       if (deleted) announce([id]);
       return deleted;
+    },
+
+    async deleteKeysOfUser(userId, now, signal) {
+      const live = await inUserTurn(userId, () =>
+        write(async (tx) => {
+          const rows = await tx.execute<{ id: string; lineage: string; expires_at: string | number }>(sql`
+            DELETE FROM ${apiKeys} WHERE ${apiKeys.userId} = ${userId}
+            RETURNING ${apiKeys.id}, coalesce(${apiKeys.lineage}, ${apiKeys.id}) AS lineage, ${apiKeys.expiresAt}`);
+          const gone = [...rows];
+          await dropCreditsOfGone(
+            tx,
+            gone.map((row) => row.lineage),
+          );
+          // After the keys' row locks, as for one key: a usage flush that held one has committed.
+          if (gone.length > 0) {
+            await tx.execute(
+              sql`DELETE FROM ${keyUsage} WHERE ${keyUsage.keyId} = ANY(${`{${gone.map((row) => row.id).join(',')}}`}::text[])`,
+            );
+          }
+          // One notification for them all: the other replicas evict every key of the user.
+          await tx.execute(sql`SELECT pg_notify(${KEYS_CHANNEL}, ${`${replicaId} ${USER_PREFIX}${userId}`})`);
+          return gone.filter((row) => Number(row.expires_at) > now).length;
+        }, signal),
+      );
+      announce({ userId });
+      return live;
     },
 
     async rotateKey({ previousId, previousExpiresAt, next, limit }, signal) {

@@ -195,6 +195,25 @@ export function createSqliteApiKeyStore(
     .where(eq(keyUsage.keyId, sql.placeholder('id')))
     .prepare();
 
+  // Revoking every key of a user: their usage rows first (while the keys still say whose they are).
+  const deleteUsageOfUser = db
+    .delete(keyUsage)
+    .where(
+      inArray(
+        keyUsage.keyId,
+        db
+          .select({ id: apiKeys.id })
+          .from(apiKeys)
+          .where(eq(apiKeys.userId, sql.placeholder('userId'))),
+      ),
+    )
+    .prepare();
+  const deleteOfUser = db
+    .delete(apiKeys)
+    .where(eq(apiKeys.userId, sql.placeholder('userId')))
+    .returning({ lineage: apiKeys.lineage, id: apiKeys.id, expiresAt: apiKeys.expiresAt })
+    .prepare();
+
   // SQLite has no portable DELETE ... LIMIT: pick the batch in a subquery on the expires_at index.
   const deleteExpired = db
     .delete(apiKeys)
@@ -278,6 +297,19 @@ export function createSqliteApiKeyStore(
         (deleted) => {
           if (deleted) announce([id]);
         },
+        signal,
+      );
+    },
+
+    deleteKeysOfUser(userId, now, signal) {
+      return writer.write(
+        () => {
+          deleteUsageOfUser.run({ userId });
+          const gone = deleteOfUser.all({ userId });
+          dropCreditsOfGone(gone.map(lineageOf));
+          return gone.filter((row) => row.expiresAt > now).length;
+        },
+        () => announce({ userId }),
         signal,
       );
     },
