@@ -22,6 +22,7 @@ import { domainErrorResponse, errorResponse, HttpError } from './http/errors';
 import { openApiDocument } from './http/openapi';
 import { referencePage } from './http/reference-page';
 import { contextOf } from './http/request-context';
+import type { PolicyService } from './policies/service';
 import type { UsageRecorder } from './usage/counter';
 import { usageRoutes } from './usage/routes';
 import type { UsageService } from './usage/service';
@@ -37,6 +38,8 @@ export type AppDeps = {
   tokens: TokenUsers;
   /** The operator's routes (/admin): tokens whose scope holds `scope`, verified by `jwt`. */
   operators: { jwt: Pick<JwtAuthority, 'verify'>; scope: string };
+  /** The operator's user policies (/admin/users/:userId/policy). */
+  policies: PolicyService;
   verifier: Verifier;
   /** The usage history (GET /apikeys/:id/usage/…) and what counts a /key authentication as a last use. */
   usage: UsageService;
@@ -58,6 +61,7 @@ export function createApp({
   store,
   tokens,
   operators,
+  policies,
   verifier,
   usage,
   usageCounter,
@@ -161,6 +165,7 @@ export function createApp({
       adminRoutes({
         auth: operatorAuth(operators.jwt, operators.scope),
         admin: createAdminService({ apikeys: service, store, usage, clock }),
+        policies,
         events: routes.events,
         audit: createAdminAudit(logger),
         maxExpiresInSeconds,

@@ -11,6 +11,7 @@ import {
   createKeyBody,
   describeCreateBodyProblem,
   ErrorResponse,
+  UserPolicy,
   WholeNumber,
 } from '../apikeys/model';
 import { assertKeyId, assertMeta, listQueryOf, updateBodyOf } from '../apikeys/routes';
@@ -19,6 +20,8 @@ import { readJsonBody } from '../http/body';
 import { errorResponse, HttpError } from '../http/errors';
 import { QUERY_PARAMETERS } from '../http/openapi';
 import { contextOf } from '../http/request-context';
+import { policyBodyProblem } from '../policies/model';
+import type { PolicyInput, PolicyService } from '../policies/service';
 import { UsageBucket, usageModels } from '../usage/model';
 import { bucketsView, usageQueryOf } from '../usage/routes';
 import type { AdminAudit } from './audit';
@@ -28,6 +31,7 @@ import type { AdminService } from './service';
 export type AdminRoutesOptions = {
   auth: ReturnType<typeof operatorAuth>;
   admin: AdminService;
+  policies: PolicyService;
   events: KeyEvents;
   audit: AdminAudit;
   maxExpiresInSeconds: number;
@@ -76,6 +80,19 @@ export const RevokedAllResponse = t.Object(
   { result: t.Literal('success'), deleted: WholeNumber() },
   { title: 'RevokedAllResponse' },
 );
+export const PolicyResponse = t.Object(
+  { result: t.Literal('success'), policy: UserPolicy },
+  { title: 'PolicyResponse' },
+);
+export const PutPolicyRequest = t.Object(
+  {
+    ratelimit: UserPolicy.properties.ratelimit,
+    credits: UserPolicy.properties.credits,
+    maxKeys: UserPolicy.properties.maxKeys,
+    maxLevel: UserPolicy.properties.maxLevel,
+  },
+  { additionalProperties: false, title: 'PutPolicyRequest' },
+);
 export const UserUsageResponse = t.Object(
   {
     result: t.Literal('success'),
@@ -95,11 +112,19 @@ export function userIdOf(text: string): number {
   return value;
 }
 
-export function adminRoutes({ auth, admin, events, audit, maxExpiresInSeconds, clock }: AdminRoutesOptions) {
+export function adminRoutes({
+  auth,
+  admin,
+  policies,
+  events,
+  audit,
+  maxExpiresInSeconds,
+  clock,
+}: AdminRoutesOptions) {
   return new Elysia()
     .use(apiKeyModels)
     .use(usageModels)
-    .model({ RevokedAllResponse, UserUsageResponse })
+    .model({ RevokedAllResponse, UserUsageResponse, PolicyResponse, PutPolicyRequest, UserPolicy })
     .use(auth)
     .get(
       '/admin/users/:userId/apikeys',
@@ -194,6 +219,60 @@ export function adminRoutes({ auth, admin, events, audit, maxExpiresInSeconds, c
           "The usage buckets of the user's keys, summed; the query as for one key.",
           { [QUERY_PARAMETERS]: USAGE_PARAMETERS },
         ),
+      },
+    )
+    .put(
+      '/admin/users/:userId/policy',
+      async ({ operator, params, body, request }) => {
+        const userId = userIdOf(params.userId);
+        const { id: requestId, signal } = contextOf(request);
+        const policy = await policies.putPolicy(userId, body, signal);
+        audit.policySet({ userId, by: operator.by, requestId });
+        return { result: 'success' as const, policy };
+      },
+      {
+        params: USER_PARAMS,
+        parse: [() => BODY_NOT_READ_YET, 'application/json'],
+        transform: async (context) => {
+          userIdOf(context.params.userId);
+          const body = await readJsonBody(context.request);
+          const problem = policyBodyProblem(body);
+          if (problem !== undefined) throw new HttpError(400, problem);
+          context.body = body as PolicyInput;
+        },
+        body: 'PutPolicyRequest',
+        response: { 200: 'PolicyResponse', ...errors, 413: ErrorResponse },
+        detail: describe(
+          "Set a user's policy",
+          "All four required, null for none: a rate limit and credits all the user's keys share (on top of each key's own and RATE_LIMIT), maxKeys (replaces MAX_KEYS_PER_USER for the user) and maxLevel (the highest level of the user's keys, on every route). Credits are set now: their refill clock starts.",
+        ),
+      },
+    )
+    .get(
+      '/admin/users/:userId/policy',
+      async ({ params }) => ({
+        result: 'success' as const,
+        policy: await policies.getPolicy(userIdOf(params.userId)),
+      }),
+      {
+        params: USER_PARAMS,
+        response: { 200: 'PolicyResponse', ...errors },
+        detail: describe("Get a user's policy", 'All four null when the user has none.'),
+      },
+    )
+    .delete(
+      '/admin/users/:userId/policy',
+      async ({ operator, params, set, request }) => {
+        const userId = userIdOf(params.userId);
+        const { id: requestId, signal } = contextOf(request);
+        await policies.deletePolicy(userId, signal);
+        audit.policyDeleted({ userId, by: operator.by, requestId });
+        set.status = 204;
+      },
+      {
+        params: USER_PARAMS,
+        response: { 204: t.Void(), ...errors },
+        detail: describe("Remove a user's policy", '404 when the user has none.'),
       },
     )
     .get(

@@ -34,6 +34,7 @@ import {
   storedCredits,
 } from './settings';
 import type { ApiKeyRow, ApiKeyStore, KeyUpdate, ListPosition } from './store';
+import { policyView, type StoredPolicy } from './user-policy';
 
 /**
  * The outcome of a key and secret: an unknown key and a wrong secret are the same answer. A wrong
@@ -49,6 +50,12 @@ export type ApiKeyServiceOptions = {
   keys: Pick<KeyCache, 'find'>;
   clock: Clock;
   maxKeysPerUser: number;
+  /**
+   * The operator's policy of a user, when it has one (policies/cache.ts): its maxLevel caps the levels
+   * of the user's keys, its maxKeys replaces `maxKeysPerUser` (the store reads it in the create's
+   * transaction), and key info shows it.
+   */
+  policyOf?: (userId: number) => SyncOrAsync<StoredPolicy | undefined>;
   /** A key's latest use, given the stored one: the usage service adds what it has not written yet. */
   lastUsedAt?: (keyId: string, stored: number | null | undefined) => number | null;
 };
@@ -73,11 +80,21 @@ export function createApiKeyService({
   keys,
   clock,
   maxKeysPerUser,
+  policyOf = () => undefined,
   lastUsedAt = (_keyId, stored) => stored ?? null,
 }: ApiKeyServiceOptions) {
-  /** Key info, with the latest use the usage counter knows of. */
-  const infoOf = (row: ApiKeyRow, now: number): KeySummary =>
-    summaryOf(row, now, lastUsedAt(row.id, row.lastUsedAt));
+  /** Key info, with the latest use the usage counter knows of and the user's policy, if any. */
+  const infoOf = (row: ApiKeyRow, now: number, policy: StoredPolicy | undefined): KeySummary => {
+    const info = summaryOf(row, now, lastUsedAt(row.id, row.lastUsedAt));
+    return policy === undefined ? info : { ...info, policy: policyView(policy, now) };
+  };
+
+  /** A level the user's policy does not allow: 403, whoever asks. */
+  const assertPolicyLevel = (policy: StoredPolicy | undefined, level: number | undefined) => {
+    if (policy?.maxLevel != null && level !== undefined && level > policy.maxLevel) {
+      throw new LevelTooHighError(`The user's keys may have levels up to ${policy.maxLevel}, not ${level}.`);
+    }
+  };
 
   /** The caller's own live key, or 404 whether it is missing, expired or another user's. */
   async function ownLiveKey(caller: Caller, id: string, action: string): Promise<ApiKeyRow> {
@@ -117,6 +134,8 @@ export function createApiKeyService({
       if (input.level > caller.level) {
         throw new LevelTooHighError(`You may create keys up to level ${caller.level}, not ${input.level}.`);
       }
+      const policy = await policyOf(caller.userId);
+      assertPolicyLevel(policy, input.level);
       const now = clock();
       const { row, secret } = newKey({
         userId: caller.userId,
@@ -131,7 +150,7 @@ export function createApiKeyService({
         credits: input.credits === undefined ? null : storedCredits(input.credits, now),
       });
       if ((await store.insertKeyWithinLimit(row, maxKeysPerUser, signal)) === 'limit-reached') {
-        throw new KeyCapReachedError(maxKeysPerUser);
+        throw new KeyCapReachedError(await capOf(caller.userId));
       }
       // The six fields, and exactly the settings the request gave.
       return {
@@ -158,7 +177,8 @@ export function createApiKeyService({
     },
 
     async getKey(caller: Caller, id: string): Promise<KeySummary> {
-      return infoOf(await ownLiveKey(caller, id, 'see'), clock());
+      const row = await ownLiveKey(caller, id, 'see');
+      return infoOf(row, clock(), await policyOf(row.userId));
     },
 
     /** One page of the caller's live keys at or below its level, newest first. */
@@ -177,7 +197,8 @@ export function createApiKeyService({
       const page = rows.slice(0, limit);
       const last = page.at(-1);
       const next = rows.length > limit && last ? { createdAt: last.createdAt, id: last.id } : null;
-      return { items: page.map((row) => infoOf(row, now)), next };
+      const policy = await policyOf(caller.userId);
+      return { items: page.map((row) => infoOf(row, now, policy)), next };
     },
 
     /**
@@ -191,6 +212,8 @@ export function createApiKeyService({
       if (patch.level !== undefined && patch.level > caller.level) {
         throw new LevelTooHighError(`You may set levels up to ${caller.level}, not ${patch.level}.`);
       }
+      const policy = await policyOf(row.userId);
+      assertPolicyLevel(policy, patch.level);
       mayActOn(caller, 'update', id);
       const now = clock();
       const expiresAt = patch.expiresIn === undefined ? undefined : now + patch.expiresIn * 1000;
@@ -218,7 +241,7 @@ export function createApiKeyService({
       };
       const updated = await store.updateKey(id, update, now, signal);
       if (updated === undefined) throw new KeyNotFoundError();
-      return { apikey: infoOf(updated, now), row: updated, changed: Object.keys(patch) };
+      return { apikey: infoOf(updated, now, policy), row: updated, changed: Object.keys(patch) };
     },
 
     /**
@@ -255,7 +278,7 @@ export function createApiKeyService({
         signal,
       );
       if (outcome === 'not-found') throw new KeyNotFoundError();
-      if (outcome === 'limit-reached') throw new KeyCapReachedError(maxKeysPerUser);
+      if (outcome === 'limit-reached') throw new KeyCapReachedError(await capOf(previous.userId));
       const settings = settingsView({ ...row, credits: previous.credits }, now);
       const { enabled, ...carried } = settings;
       return {
@@ -264,6 +287,11 @@ export function createApiKeyService({
       };
     },
   };
+
+  /** The cap a refused create met: the user's policy's maxKeys, or MAX_KEYS_PER_USER. */
+  async function capOf(userId: number): Promise<number> {
+    return (await policyOf(userId))?.maxKeys ?? maxKeysPerUser;
+  }
 
   function authenticationOf(secret: string, row: ApiKeyRow | undefined): KeyAuthentication {
     const matches = secretMatches(secret, row?.secretHash ?? UNKNOWN_KEY_HASH);

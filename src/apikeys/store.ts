@@ -64,7 +64,10 @@ export type Rotation = {
   /** The previous key's new expiry (at most its current one). */
   previousExpiresAt: number;
   next: ApiKeyRow;
-  /** Refuse when the user already holds this many live keys at `next.createdAt`; undefined: no cap. */
+  /**
+   * Refuse when the user already holds this many live keys at `next.createdAt` (or their policy's
+   * maxKeys, which replaces it); undefined: no cap.
+   */
   limit: number | undefined;
 };
 
@@ -88,7 +91,10 @@ export interface ApiKeyStore {
   /** Newest first by (createdAt, id), strictly after `after`. */
   listLiveKeys(query: ListQuery): Promise<ApiKeyRow[]>;
 
-  /** Inserts unless the user already holds `limit` live keys; the count and the insert are one transaction. */
+  /**
+   * Inserts unless the user already holds `limit` live keys (or their policy's maxKeys, which replaces
+   * it); the policy's read, the count and the insert are one transaction.
+   */
   insertKeyWithinLimit(
     row: ApiKeyRow,
     limit: number,

@@ -12,7 +12,7 @@ import { keyChanges } from '../key-changes';
 import { lineageOf, withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
 import type { PostgresDb } from './open';
-import { apiKeys, keyCredits, keyUsage, userKeyCounts } from './schema';
+import { apiKeys, keyCredits, keyUsage, userKeyCounts, userPolicies } from './schema';
 import { unavailableCode, unavailableOr } from './unavailable';
 
 /**
@@ -163,6 +163,14 @@ export async function createPostgresApiKeyStore(
       .where(and(eq(apiKeys.userId, userId), gt(apiKeys.expiresAt, now)));
     return row?.n ?? 0;
   };
+  /** The user's policy's maxKeys, which replaces MAX_KEYS_PER_USER for them; undefined: none. */
+  const policyCap = async (tx: Pick<PostgresDb, 'select'>, userId: number) => {
+    const [row] = await tx
+      .select({ maxKeys: userPolicies.maxKeys })
+      .from(userPolicies)
+      .where(eq(userPolicies.userId, userId));
+    return row?.maxKeys ?? undefined;
+  };
   /**
    * Whether the user may hold one more live key, under the counter row's lock. The counter (rows held,
    * expired ones not yet purged included) is never below the live count, so under the cap it answers
@@ -173,7 +181,12 @@ export async function createPostgresApiKeyStore(
     userId: number,
     now: number,
     limit: number,
-  ) => (await lockKeysHeld(tx, userId)) < limit || (await liveCount(tx, userId, now)) < limit;
+  ) => {
+    const held = await lockKeysHeld(tx, userId);
+    // Read under the lock, so a policy committed before it is the one every later create obeys.
+    const cap = (await policyCap(tx, userId)) ?? limit;
+    return held < cap || (await liveCount(tx, userId, now)) < cap;
+  };
 
   async function drained(): Promise<void> {
     await Promise.allSettled([...inFlight]);

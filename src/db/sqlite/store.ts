@@ -8,7 +8,7 @@ import { lineageOf, withCredits } from '../key-rows';
 import { checkpointInBackground } from './checkpoints';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
-import { apiKeys, keyCredits, keyUsage, userKeyCounts } from './schema';
+import { apiKeys, keyCredits, keyUsage, userKeyCounts, userPolicies } from './schema';
 
 // SQLite answers these when the disk, the file or another process's lock is in the way.
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
@@ -236,6 +236,11 @@ export function createSqliteApiKeyStore(
     .from(userKeyCounts)
     .where(eq(userKeyCounts.userId, sql.placeholder('userId')))
     .prepare();
+  const policyCap = db
+    .select({ maxKeys: userPolicies.maxKeys })
+    .from(userPolicies)
+    .where(eq(userPolicies.userId, sql.placeholder('userId')))
+    .prepare();
   const liveCount = (userId: number, now: number) => countLive.get({ userId, now })?.n ?? 0;
   /**
    * Whether the user may hold one more live key. The counter of rows held (kept in step by triggers on
@@ -243,8 +248,11 @@ export function createSqliteApiKeyStore(
    * cap (expired rows not yet purged may be in it) the live keys are counted exactly. Either way the
    * cost does not grow with the user's keys.
    */
-  const belowCap = (userId: number, now: number, limit: number) =>
-    (rowsHeld.get({ userId })?.keys ?? 0) < limit || liveCount(userId, now) < limit;
+  const belowCap = (userId: number, now: number, limit: number) => {
+    // The user's policy's maxKeys replaces MAX_KEYS_PER_USER, read in the same transaction.
+    const cap = policyCap.get({ userId })?.maxKeys ?? limit;
+    return (rowsHeld.get({ userId })?.keys ?? 0) < cap || liveCount(userId, now) < cap;
+  };
 
   return {
     findKey(id) {

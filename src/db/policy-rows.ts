@@ -1,0 +1,33 @@
+// A user's policy as both stores read it: the user_policies row and its user_credits row, if any.
+import type { StoredPolicy } from '../policies/store';
+
+/** The two rows of a policy as the store's StoredPolicy . */
+export function storedPolicyOf(
+  policy: {
+    ratelimitLimit: number | null;
+    ratelimitDuration: number | null;
+    maxKeys: number | null;
+    maxLevel: number | null;
+  },
+  credits:
+    | { remaining: number; refillAmount: number | null; refillIntervalMs: number | null; refilledAt: number }
+    | undefined,
+): StoredPolicy {
+  return {
+    ratelimit:
+      policy.ratelimitLimit === null || policy.ratelimitDuration === null
+        ? null
+        : { limit: policy.ratelimitLimit, duration: policy.ratelimitDuration },
+    credits:
+      credits === undefined
+        ? null
+        : {
+            remaining: credits.remaining,
+            refillAmount: credits.refillAmount,
+            refillIntervalMs: credits.refillIntervalMs,
+            refilledAt: credits.refilledAt,
+          },
+    maxKeys: policy.maxKeys,
+    maxLevel: policy.maxLevel,
+  };
+}
