@@ -13,6 +13,7 @@ import type { ApiKeyService } from './apikeys/service';
 import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth } from './auth/schemes';
+import type { SubjectStore } from './auth/subjects';
 import type { TokenUsers } from './auth/token-users';
 import type { Clock } from './core/clock';
 import { DomainError } from './core/errors';
@@ -38,6 +39,8 @@ export type AppDeps = {
   tokens: TokenUsers;
   /** The operator's routes (/admin): tokens whose scope holds `scope`, verified by `jwt`. */
   operators: { jwt: Pick<JwtAuthority, 'verify'>; scope: string };
+  /** With JWT_USER_IDS=mapped: the subjects' user ids, for GET /admin/subjects. */
+  mappedSubjects?: Pick<SubjectStore, 'findUserId'>;
   /** The operator's user policies (/admin/users/:userId/policy). */
   policies: PolicyService;
   verifier: Verifier;
@@ -61,6 +64,7 @@ export function createApp({
   store,
   tokens,
   operators,
+  mappedSubjects,
   policies,
   verifier,
   usage,
@@ -164,7 +168,7 @@ export function createApp({
     .use(
       adminRoutes({
         auth: operatorAuth(operators.jwt, operators.scope),
-        admin: createAdminService({ apikeys: service, store, usage, clock }),
+        admin: createAdminService({ apikeys: service, store, usage, subjects: mappedSubjects, clock }),
         policies,
         events: routes.events,
         audit: createAdminAudit(logger),

@@ -214,6 +214,7 @@ export async function createKeygate(
     store,
     tokens,
     operators: { jwt, scope: config.jwtAdminScope },
+    mappedSubjects: config.jwtUserIds === 'mapped' ? opened.subjects : undefined,
     policies,
     verifier: createVerifier({ tokens, service, ownerSubject: subjects?.subjectOf, usage: usageCounter }),
     usage,

@@ -93,6 +93,10 @@ export const PutPolicyRequest = t.Object(
   },
   { additionalProperties: false, title: 'PutPolicyRequest' },
 );
+export const SubjectResponse = t.Object(
+  { result: t.Literal('success'), userId: WholeNumber() },
+  { title: 'SubjectResponse' },
+);
 export const UserUsageResponse = t.Object(
   {
     result: t.Literal('success'),
@@ -112,6 +116,24 @@ export function userIdOf(text: string): number {
   return value;
 }
 
+/** `iss` and `sub`, each exactly once; anything else is a 400. */
+function subjectQueryOf(url: string): { iss: string; sub: string } {
+  const queryStart = url.indexOf('?');
+  const params = new URLSearchParams(queryStart === -1 ? '' : url.slice(queryStart + 1));
+  const found: Record<string, string> = {};
+  for (const [name, value] of params) {
+    if (name !== 'iss' && name !== 'sub') {
+      throw new HttpError(400, `Unknown query parameter "${name.slice(0, 40)}": only iss and sub.`);
+    }
+    if (name in found) throw new HttpError(400, `The query parameter ${name} is given twice.`);
+    found[name] = value;
+  }
+  if (found.iss === undefined || found.sub === undefined || found.sub === '') {
+    throw new HttpError(400, 'The query needs iss (empty for tokens without one) and a non-empty sub.');
+  }
+  return { iss: found.iss, sub: found.sub };
+}
+
 export function adminRoutes({
   auth,
   admin,
@@ -124,7 +146,14 @@ export function adminRoutes({
   return new Elysia()
     .use(apiKeyModels)
     .use(usageModels)
-    .model({ RevokedAllResponse, UserUsageResponse, PolicyResponse, PutPolicyRequest, UserPolicy })
+    .model({
+      RevokedAllResponse,
+      UserUsageResponse,
+      PolicyResponse,
+      PutPolicyRequest,
+      UserPolicy,
+      SubjectResponse,
+    })
     .use(auth)
     .get(
       '/admin/users/:userId/apikeys',
@@ -273,6 +302,26 @@ export function adminRoutes({
         params: USER_PARAMS,
         response: { 204: t.Void(), ...errors },
         detail: describe("Remove a user's policy", '404 when the user has none.'),
+      },
+    )
+    .get(
+      '/admin/subjects',
+      async ({ request }) => {
+        const { iss, sub } = subjectQueryOf(request.url);
+        return { result: 'success' as const, userId: await admin.userIdOfSubject(iss, sub) };
+      },
+      {
+        response: { 200: 'SubjectResponse', ...errors },
+        detail: describe(
+          'Find the user id of a subject',
+          'With JWT_USER_IDS=mapped: the user id keygate gave the token subject `sub` of the issuer `iss` (empty for tokens without iss); 404 when it has none. Asking never gives one.',
+          {
+            parameters: [
+              { name: 'iss', in: 'query', required: true, schema: { type: 'string' } },
+              { name: 'sub', in: 'query', required: true, schema: { type: 'string' } },
+            ],
+          },
+        ),
       },
     )
     .get(

@@ -6,12 +6,23 @@ import type { CreateKeyInput } from '../apikeys/model';
 import type { ApiKeyService, KeyPatch } from '../apikeys/service';
 import type { ApiKeyStore, ListPosition } from '../apikeys/store';
 import type { Caller } from '../auth/caller';
+import type { SubjectStore } from '../auth/subjects';
 import type { Clock } from '../core/clock';
+import { DomainError } from '../core/errors';
 import { MAX_LEVEL } from '../core/levels';
 import type { Granularity, UsageService } from '../usage/service';
 import type { Operator } from './operator-auth';
 
 export type AdminService = ReturnType<typeof createAdminService>;
+
+/** No user id was given to the subject (or user ids are not mapped). */
+export class SubjectNotFoundError extends DomainError {
+  override name = 'SubjectNotFoundError';
+  readonly kind = 'not-found';
+  constructor(message = 'No user id was given to that issuer and subject.') {
+    super(message);
+  }
+}
 
 type UsageQuery = { granularity: Granularity; since: number; until: number };
 
@@ -24,9 +35,12 @@ export function createAdminService({
   apikeys,
   store,
   usage,
+  subjects,
   clock,
 }: {
   apikeys: ApiKeyService;
+  /** With JWT_USER_IDS=mapped: the user ids given to (issuer, subject) pairs. */
+  subjects: Pick<SubjectStore, 'findUserId'> | undefined;
   store: Pick<ApiKeyStore, 'deleteKeysOfUser'>;
   usage: Pick<UsageService, 'history' | 'userHistory'>;
   clock: Clock;
@@ -68,6 +82,18 @@ export function createAdminService({
 
     userUsage(userId: number, query: UsageQuery) {
       return usage.userHistory(userId, query);
+    },
+
+    /** The user id a mapped subject was given; 404 when it has none (a lookup never gives one). */
+    async userIdOfSubject(issuer: string, subject: string): Promise<number> {
+      if (subjects === undefined) {
+        throw new SubjectNotFoundError(
+          "User ids are not mapped (JWT_USER_IDS=numeric): a token's sub is its user id.",
+        );
+      }
+      const userId = await subjects.findUserId(issuer, subject);
+      if (userId === undefined) throw new SubjectNotFoundError();
+      return userId;
     },
   };
 }

@@ -22,6 +22,10 @@ const OPERATIONS: Array<[method: string, path: string, success: string, schema: 
   ['patch', '/admin/apikeys/{id}', '200', 'KeyResponse'],
   ['delete', '/admin/apikeys/{id}', '204', undefined],
   ['get', '/admin/apikeys/{id}/usage', '200', 'UsageResponse'],
+  ['put', '/admin/users/{userId}/policy', '200', 'PolicyResponse'],
+  ['get', '/admin/users/{userId}/policy', '200', 'PolicyResponse'],
+  ['delete', '/admin/users/{userId}/policy', '204', undefined],
+  ['get', '/admin/subjects', '200', 'SubjectResponse'],
 ];
 
 describe('the operator’s routes in the OpenAPI document', () => {
