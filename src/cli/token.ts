@@ -18,7 +18,10 @@ export async function mintToken(config: Config, options: Record<string, string>)
   const scope = options.scope === undefined ? undefined : scopeOf(options.scope);
   const sub =
     config.jwtUserIds === 'mapped' || scope !== undefined
-      ? mappableSubject(options.sub)
+      ? mappableSubject(
+          options.sub,
+          config.jwtUserIds === 'mapped' ? 'with JWT_USER_IDS=mapped' : 'with --scope',
+        )
       : wholeNumber('--sub', options.sub, 0, Number.MAX_SAFE_INTEGER);
   const level = options.level === undefined ? undefined : wholeNumber('--level', options.level, 0, 8);
   // A token living longer than MAX_EXPIRES_IN_SECONDS would be refused by the server.
@@ -60,12 +63,10 @@ function scopeOf(value: string): string {
 }
 
 /** The token only names its subject: the server gives it a user id on first use. */
-function mappableSubject(value: string | undefined): string {
+function mappableSubject(value: string | undefined, why: string): string {
   if (value === undefined) throw new UsageError('--sub is required.');
   if (!isMappableSubject(value)) {
-    throw new UsageError(
-      `--sub must be 1 to ${MAX_SUBJECT_LENGTH} characters, without NUL, with JWT_USER_IDS=mapped or --scope.`,
-    );
+    throw new UsageError(`--sub must be 1 to ${MAX_SUBJECT_LENGTH} characters, without NUL, ${why}.`);
   }
   return value;
 }

@@ -31,3 +31,14 @@ export function storedPolicyOf(
     maxLevel: policy.maxLevel,
   };
 }
+
+/** The user_policies row of a policy (its credits go to user_credits). */
+export function policyRow(userId: number, { ratelimit, maxKeys, maxLevel }: StoredPolicy) {
+  return {
+    userId,
+    ratelimitLimit: ratelimit?.limit ?? null,
+    ratelimitDuration: ratelimit?.duration ?? null,
+    maxKeys,
+    maxLevel,
+  };
+}

@@ -4,7 +4,7 @@
 import { eq, sql } from 'drizzle-orm';
 import { RequestGoneError } from '../../core/errors';
 import type { PolicyChangedListener, PolicyStore } from '../../policies/store';
-import { storedPolicyOf } from '../policy-rows';
+import { policyRow, storedPolicyOf } from '../policy-rows';
 import type { PostgresDb } from './open';
 import { userCredits, userPolicies } from './schema';
 import { unavailableOr } from './unavailable';
@@ -71,14 +71,9 @@ export async function createPostgresPolicyStore(
       return storedPolicyOf(policy, credits);
     },
 
-    async putPolicy(userId, { ratelimit, credits, maxKeys, maxLevel }, signal) {
-      const row = {
-        userId,
-        ratelimitLimit: ratelimit?.limit ?? null,
-        ratelimitDuration: ratelimit?.duration ?? null,
-        maxKeys,
-        maxLevel,
-      };
+    async putPolicy(userId, policy, signal) {
+      const row = policyRow(userId, policy);
+      const { credits } = policy;
       await write(async (tx) => {
         await tx
           .insert(userPolicies)

@@ -3,7 +3,7 @@
 // committed (one process holds a SQLite file, so there is no other replica to tell).
 import { eq } from 'drizzle-orm';
 import type { PolicyChangedListener, PolicyStore, StoredPolicy } from '../../policies/store';
-import { storedPolicyOf } from '../policy-rows';
+import { policyRow, storedPolicyOf } from '../policy-rows';
 import type { Db } from './open';
 import { userCredits, userPolicies } from './schema';
 import { type SqliteApiKeyStore, unavailableOr } from './store';
@@ -29,14 +29,9 @@ export function createSqlitePolicyStore(db: Db, write: SqliteApiKeyStore['write'
       }
     },
 
-    putPolicy(userId, { ratelimit, credits, maxKeys, maxLevel }, signal) {
-      const row = {
-        userId,
-        ratelimitLimit: ratelimit?.limit ?? null,
-        ratelimitDuration: ratelimit?.duration ?? null,
-        maxKeys,
-        maxLevel,
-      };
+    putPolicy(userId, policy, signal) {
+      const row = policyRow(userId, policy);
+      const { credits } = policy;
       return write(
         () => {
           db.insert(userPolicies)
