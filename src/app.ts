@@ -1,13 +1,19 @@
 // createApp wires the routes, the authentication schemes and the one error mapping; no logic here.
 // It answers through Elysia, except the verification routes, which the edge answers directly.
 import { Elysia, ValidationError } from 'elysia';
+import { createAdminAudit } from './admin/audit';
+import { operatorAuth } from './admin/operator-auth';
+import { adminRoutes } from './admin/routes';
+import { createAdminService } from './admin/service';
 import { allKeyEvents, createAuditLog, type KeyEvents } from './apikeys/audit';
 import { keyAuth } from './apikeys/key-auth';
 import { ErrorResponse, HealthResponse } from './apikeys/model';
 import { apiKeyRoutes } from './apikeys/routes';
 import type { ApiKeyService } from './apikeys/service';
 import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
+import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth } from './auth/schemes';
+import type { SubjectStore } from './auth/subjects';
 import type { TokenUsers } from './auth/token-users';
 import type { Clock } from './core/clock';
 import { DomainError } from './core/errors';
@@ -17,6 +23,7 @@ import { domainErrorResponse, errorResponse, HttpError } from './http/errors';
 import { openApiDocument } from './http/openapi';
 import { referencePage } from './http/reference-page';
 import { contextOf } from './http/request-context';
+import type { PolicyService } from './policies/service';
 import type { UsageRecorder } from './usage/counter';
 import { usageRoutes } from './usage/routes';
 import type { UsageService } from './usage/service';
@@ -27,9 +34,15 @@ import { VERSION } from './version';
 
 export type AppDeps = {
   service: ApiKeyService;
-  store: Pick<ApiKeyStore, 'ping'>;
+  store: Pick<ApiKeyStore, 'ping' | 'deleteKeysOfUser'>;
   /** Tokens verified and mapped to their users, for the JWT scheme. */
   tokens: TokenUsers;
+  /** The operator's routes (/admin): tokens whose scope holds `scope`, verified by `jwt`. */
+  operators: { jwt: Pick<JwtAuthority, 'verify'>; scope: string };
+  /** With JWT_USER_IDS=mapped: the subjects' user ids, for GET /admin/subjects. */
+  mappedSubjects?: Pick<SubjectStore, 'findUserId'>;
+  /** The operator's user policies (/admin/users/:userId/policy). */
+  policies: PolicyService;
   verifier: Verifier;
   /** The usage history (GET /apikeys/:id/usage/…) and what counts a /key authentication as a last use. */
   usage: UsageService;
@@ -50,6 +63,9 @@ export function createApp({
   service,
   store,
   tokens,
+  operators,
+  mappedSubjects,
+  policies,
   verifier,
   usage,
   usageCounter,
@@ -92,6 +108,11 @@ export function createApp({
       { name: 'API keys', description: 'Create, list, get, rotate and delete API keys.' },
       { name: 'Verification', description: 'Verify a credential, or forward-auth for a reverse proxy.' },
       { name: 'Operations', description: 'Health.' },
+      {
+        name: 'Operator',
+        description:
+          "Any user's keys and user policies, for the operator's own services (a token with the admin scope).",
+      },
     ],
     securitySchemes: {
       bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
@@ -144,6 +165,17 @@ export function createApp({
     .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service, usageCounter) }))
     .use(usageRoutes({ suffix: 'jwt', auth: jwtAuth(tokens), apikeys: service, usage, clock }))
     .use(usageRoutes({ suffix: 'key', auth: keyAuth(service, usageCounter), apikeys: service, usage, clock }))
+    .use(
+      adminRoutes({
+        auth: operatorAuth(operators.jwt, operators.scope),
+        admin: createAdminService({ apikeys: service, store, usage, subjects: mappedSubjects, clock }),
+        policies,
+        events: routes.events,
+        audit: createAdminAudit(logger),
+        maxExpiresInSeconds,
+        clock,
+      }),
+    )
     // In Elysia for the document (and for any caller without the edge); the edge answers them first.
     .use(verifyRoutes(verify))
     .use(forwardAuthRoutes(forwardAuth));

@@ -55,6 +55,8 @@ export type Config = Readonly<{
   jwtAudience: string | undefined;
   /** How a token's `sub` becomes a user id: it is one (`numeric`), or is given one (`mapped`). */
   jwtUserIds: UserIdMode;
+  /** The scope a token's `scope` claim must contain for the operator's routes (/admin). */
+  jwtAdminScope: string;
   basePath: string;
   purgeIntervalSeconds: number;
   maxExpiresInSeconds: number;
@@ -117,6 +119,10 @@ export const SETTINGS = {
   JWT_USER_IDS: {
     default: 'numeric',
     help: 'numeric: sub is the user id; mapped: each (iss, sub) is given a user id of keygate’s own',
+  },
+  JWT_ADMIN_SCOPE: {
+    default: 'keygate:admin',
+    help: "the scope a token's scope claim must contain for the operator's routes (/admin)",
   },
   BASE_PATH: { default: '', help: 'prefix for every path, e.g. /auth' },
   PURGE_INTERVAL_SECONDS: { default: '60', help: 'seconds between purges of expired keys' },
@@ -259,6 +265,7 @@ function buildConfig(
     jwtIssuer: raw('JWT_ISSUER'),
     jwtAudience: raw('JWT_AUDIENCE'),
     jwtUserIds: userIdMode(raw('JWT_USER_IDS') ?? 'numeric'),
+    jwtAdminScope: scopeToken(raw('JWT_ADMIN_SCOPE') ?? 'keygate:admin'),
     basePath: basePath(raw('BASE_PATH') ?? ''),
     purgeIntervalSeconds: integer('PURGE_INTERVAL_SECONDS', raw('PURGE_INTERVAL_SECONDS'), 1, 86_400),
     maxExpiresInSeconds: integer(
@@ -461,4 +468,14 @@ function logLevel(value: string): LogLevel {
   const level = LOG_LEVELS.find((candidate) => candidate === value.toLowerCase());
   if (!level) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${value}").`);
   return level;
+}
+
+/** One OAuth scope token: printable ASCII but the space, the double quote and the backslash. */
+function scopeToken(value: string): string {
+  if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(value)) {
+    throw new ConfigError(
+      `JWT_ADMIN_SCOPE must be one scope: printable ASCII without spaces, quotes or backslashes (got "${value.slice(0, 40)}").`,
+    );
+  }
+  return value;
 }

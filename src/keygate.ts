@@ -16,18 +16,23 @@ import { type Config, sqliteFile } from './config';
 import { type Clock, systemClock } from './core/clock';
 import type { Logger } from './core/log';
 import { appliedPostgresMigrationCount, openPostgres } from './db/postgres/open';
+import { createPostgresPolicyStore } from './db/postgres/policies';
 import { createPostgresRateLimiter } from './db/postgres/rate-limits';
 import { createPostgresApiKeyStore } from './db/postgres/store';
 import { createPostgresSubjectStore } from './db/postgres/subjects';
 import { createPostgresUsageStore } from './db/postgres/usage-store';
 import { type CommitBatch, GroupCommitWriter } from './db/sqlite/group-commit';
 import { appliedMigrationCount, openDatabase } from './db/sqlite/open';
+import { createSqlitePolicyStore } from './db/sqlite/policies';
 import { createSqliteApiKeyStore } from './db/sqlite/store';
 import { createSqliteSubjectStore } from './db/sqlite/subjects';
 import { createSqliteUsageStore } from './db/sqlite/usage-store';
 import { withHttpEdge } from './http/edge';
 import { MemoryRateLimiter } from './limits/memory-rate-limiter';
 import { limitsOfKey } from './limits/rate-limit';
+import { createPolicyCache } from './policies/cache';
+import { createPolicyService } from './policies/service';
+import type { PolicyStore } from './policies/store';
 import { createUsageCounter } from './usage/counter';
 import { createUsageFlusher, type FlushTimer, intervalTimer } from './usage/flusher';
 import { createUsageService } from './usage/service';
@@ -44,6 +49,8 @@ export type OpenedStore = {
   subjects: SubjectStore;
   /** The usage rows and last use, on the same database (on SQLite, through the same writer). */
   usage: UsageStore;
+  /** The operator's user policies (on SQLite, through the same writer). */
+  policies: PolicyStore;
   /** The SQLite file's absolute path (or `:memory:`), or the PostgreSQL URL without its password. */
   database: string;
   /** How many migrations the database has applied. */
@@ -85,6 +92,7 @@ export async function openStore(
       store: await createPostgresApiKeyStore(db, { listen: serving, logger, onWrite }),
       subjects: createPostgresSubjectStore(db),
       usage: createPostgresUsageStore(db, { onWrite }),
+      policies: await createPostgresPolicyStore(db, { listen: serving }),
       database: database.redacted,
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       client: { engine: 'postgres', sql: db.$client },
@@ -103,6 +111,7 @@ export async function openStore(
     store,
     subjects: createSqliteSubjectStore(db, store.write),
     usage: createSqliteUsageStore(db, groupCommit),
+    policies: createSqlitePolicyStore(db, store.write),
     database: database.path,
     appliedMigrations: async () => appliedMigrationCount(db),
     client: { engine: 'sqlite', sqlite: db.$client },
@@ -187,11 +196,19 @@ export async function createKeygate(
     opened.client.engine === 'postgres'
       ? createPostgresRateLimiter(opened.client.sql, { clock: clock === systemClock ? undefined : clock })
       : new MemoryRateLimiter(clock);
+  // Users' policies in memory, evicted by the policy store's change events (as keys are).
+  const policyCache = createPolicyCache({
+    store: opened.policies,
+    clock,
+    ttlSeconds: config.keyCacheSeconds,
+  });
+  const policies = createPolicyService({ store: opened.policies, cache: policyCache, clock });
   const service = createApiKeyService({
     store,
     keys,
     clock,
     maxKeysPerUser: config.maxKeysPerUser,
+    policyOf: policies.policyOf,
     lastUsedAt: usage.lastUsedAt,
     // A replaced or removed rate limit's counts start afresh.
     onRateLimitReplaced: (lineage) =>
@@ -211,6 +228,9 @@ export async function createKeygate(
     service,
     store,
     tokens,
+    operators: { jwt, scope: config.jwtAdminScope },
+    mappedSubjects: config.jwtUserIds === 'mapped' ? opened.subjects : undefined,
+    policies,
     verifier: createVerifier({
       tokens,
       service,
@@ -251,6 +271,8 @@ export async function createKeygate(
     rateLimiter,
     keys,
     service,
+    /** The operator's user policies; `policies.policyOf(userId)` answers at once when known. */
+    policies,
     jwt,
     handle,
     metrics,

@@ -210,6 +210,19 @@ describe('keygate token', () => {
     const payload = JSON.parse(Buffer.from(result.stdout.split('.')[1] as string, 'base64url').toString());
     expect(payload.sub).toBe('42');
   });
+
+  it('mints an operator token: --scope sets the scope claim, and --sub may be any name', () => {
+    const result = keygate(['token', '--scope', 'keygate:admin', '--sub', 'ops'], { JWT_SECRET: SECRET });
+    expect(result.code).toBe(0);
+    const payload = JSON.parse(Buffer.from(result.stdout.split('.')[1] as string, 'base64url').toString());
+    expect(payload).toMatchObject({ sub: 'ops', scope: 'keygate:admin' });
+  });
+
+  it.each([['keygate:admin  api'], [' keygate:admin'], ['a"b']])('refuses --scope %p', (scope) => {
+    const result = keygate(['token', '--scope', scope, '--sub', 'ops'], { JWT_SECRET: SECRET });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toStartWith('keygate: --scope must be');
+  });
 });
 
 describe('commands that need an existing database', () => {

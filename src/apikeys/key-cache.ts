@@ -4,7 +4,7 @@
 // hashed and compared on every request. The store's change events evict ids, so a deleted or rotated
 // key is refused by the very next request.
 import type { Clock } from '../core/clock';
-import type { ApiKeyRow, ApiKeyStore } from './store';
+import type { ApiKeyRow, ApiKeyStore, KeysChangedListener } from './store';
 
 export const KEY_CACHE_MAX_KEYS = 50_000;
 export const KEY_CACHE_MAX_UNKNOWN = 50_000;
@@ -40,7 +40,14 @@ export function createKeyCache({
   const unknown = new Map<string, Entry>();
   const reads = new Map<string, Read>();
 
-  const evict = (ids: readonly string[] | 'all') => {
+  const evict = (ids: Parameters<KeysChangedListener>[0]) => {
+    if (typeof ids === 'object' && 'userId' in ids) {
+      // Every key of one user went: rows are not indexed by user, so walk them (a rare, operator's act).
+      for (const [id, entry] of known) if (entry.row?.userId === ids.userId) known.delete(id);
+      for (const read of reads.values()) read.stale = true;
+      reads.clear();
+      return;
+    }
     if (ids === 'all') {
       known.clear();
       unknown.clear();
@@ -48,7 +55,7 @@ export function createKeyCache({
       reads.clear();
       return;
     }
-    for (const id of ids) {
+    for (const id of ids as readonly string[]) {
       known.delete(id);
       unknown.delete(id);
       const read = reads.get(id);

@@ -202,6 +202,22 @@ export function describeCreateBodyProblem(
   return propertyRule(property, maxExpiresInSeconds) ?? 'The body does not match name, level and expiresIn.';
 }
 
+/**
+ * The operator's policy of a user (all four always present; null: none): a rate limit and credits all
+ * of the user's keys share, the most live keys and the highest level of the user's keys. Key info
+ * shows it, read-only, when the user has one.
+ */
+export const UserPolicy = t.Object(
+  {
+    ratelimit: t.Union([RateLimit, t.Null()]),
+    credits: t.Union([Credits, t.Null()]),
+    maxKeys: t.Union([Integer(1, 1_000_000, 'Replaces MAX_KEYS_PER_USER for the user.'), t.Null()]),
+    maxLevel: t.Union([Integer(MIN_LEVEL, MAX_LEVEL, 'The highest level of the user’s keys.'), t.Null()]),
+  },
+  { additionalProperties: false, title: 'UserPolicy' },
+);
+export type UserPolicy = typeof UserPolicy.static;
+
 /** A key as list, get and update show it: never a secret or a hash. */
 export const KeySummary = t.Object({
   key: t.String(),
@@ -218,6 +234,7 @@ export const KeySummary = t.Object({
   meta: t.Optional(KeyMeta),
   ratelimit: t.Optional(RateLimit),
   credits: t.Optional(Credits),
+  policy: t.Optional(UserPolicy),
 });
 export type KeySummary = typeof KeySummary.static;
 

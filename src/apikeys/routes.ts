@@ -223,7 +223,7 @@ export function apiKeyRoutes({ suffix, auth, service, events, maxExpiresInSecond
 }
 
 /** meta is a JSON object of at most META_MAX_BYTES as compact UTF-8 JSON. */
-function assertMeta(meta: unknown): asserts meta is KeyMeta {
+export function assertMeta(meta: unknown): asserts meta is KeyMeta {
   if (
     typeof meta !== 'object' ||
     meta === null ||
@@ -237,7 +237,7 @@ function assertMeta(meta: unknown): asserts meta is KeyMeta {
 const UPDATE_PROPERTIES = ['name', 'level', 'expiresIn', ...SETTING_PROPERTIES];
 
 /** The update body checked: a JSON object with at least one known property, each value valid. */
-function updateBodyOf(body: unknown, maxExpiresInSeconds: number): KeyPatch {
+export function updateBodyOf(body: unknown, maxExpiresInSeconds: number): KeyPatch {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new HttpError(
       400,
@@ -328,7 +328,7 @@ export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 100;
 
 /** `limit` and `cursor`, each at most once; any other parameter or value is a 400. */
-function listQueryOf(url: string) {
+export function listQueryOf(url: string) {
   const queryStart = url.indexOf('?');
   const params = new URLSearchParams(queryStart === -1 ? '' : url.slice(queryStart + 1));
   let limit = DEFAULT_PAGE_SIZE;

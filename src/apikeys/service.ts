@@ -35,6 +35,7 @@ import {
   storedCredits,
 } from './settings';
 import type { ApiKeyRow, ApiKeyStore, KeyUpdate, ListPosition } from './store';
+import { policyView, type StoredPolicy } from './user-policy';
 
 /**
  * The outcome of a key and secret: an unknown key and a wrong secret are the same answer. A wrong
@@ -50,6 +51,12 @@ export type ApiKeyServiceOptions = {
   keys: Pick<KeyCache, 'find'>;
   clock: Clock;
   maxKeysPerUser: number;
+  /**
+   * The operator's policy of a user, when it has one (policies/cache.ts): its maxLevel caps the levels
+   * of the user's keys, its maxKeys replaces `maxKeysPerUser` (the store reads it in the create's
+   * transaction), and key info shows it.
+   */
+  policyOf?: (userId: number) => SyncOrAsync<StoredPolicy | undefined>;
   /** A key's latest use, given the stored one: the usage service adds what it has not written yet. */
   lastUsedAt?: (keyId: string, stored: number | null | undefined) => number | null;
   /** Told, before the update answers, that a lineage's rate limit was replaced or removed. */
@@ -76,12 +83,22 @@ export function createApiKeyService({
   keys,
   clock,
   maxKeysPerUser,
+  policyOf = () => undefined,
   lastUsedAt = (_keyId, stored) => stored ?? null,
   onRateLimitReplaced,
 }: ApiKeyServiceOptions) {
-  /** Key info, with the latest use the usage counter knows of. */
-  const infoOf = (row: ApiKeyRow, now: number): KeySummary =>
-    summaryOf(row, now, lastUsedAt(row.id, row.lastUsedAt));
+  /** Key info, with the latest use the usage counter knows of and the user's policy, if any. */
+  const infoOf = (row: ApiKeyRow, now: number, policy: StoredPolicy | undefined): KeySummary => {
+    const info = summaryOf(row, now, lastUsedAt(row.id, row.lastUsedAt));
+    return policy === undefined ? info : { ...info, policy: policyView(policy, now) };
+  };
+
+  /** A level the user's policy does not allow: 403, whoever asks. */
+  const assertPolicyLevel = (policy: StoredPolicy | undefined, level: number | undefined) => {
+    if (policy?.maxLevel != null && level !== undefined && level > policy.maxLevel) {
+      throw new LevelTooHighError(`The user's keys may have levels up to ${policy.maxLevel}, not ${level}.`);
+    }
+  };
 
   /** The caller's own live key, or 404 whether it is missing, expired or another user's. */
   async function ownLiveKey(caller: Caller, id: string, action: string): Promise<ApiKeyRow> {
@@ -121,6 +138,8 @@ export function createApiKeyService({
       if (input.level > caller.level) {
         throw new LevelTooHighError(`You may create keys up to level ${caller.level}, not ${input.level}.`);
       }
+      const policy = await policyOf(caller.userId);
+      assertPolicyLevel(policy, input.level);
       const now = clock();
       const { row, secret } = newKey({
         userId: caller.userId,
@@ -135,7 +154,7 @@ export function createApiKeyService({
         credits: input.credits === undefined ? null : storedCredits(input.credits, now),
       });
       if ((await store.insertKeyWithinLimit(row, maxKeysPerUser, signal)) === 'limit-reached') {
-        throw new KeyCapReachedError(maxKeysPerUser);
+        throw new KeyCapReachedError(await capOf(caller.userId));
       }
       // The six fields, and exactly the settings the request gave.
       return {
@@ -154,8 +173,16 @@ export function createApiKeyService({
       return row;
     },
 
+    /** The user of the live key `id`, for the operator, who acts on any user's keys; 404 as for get. */
+    async ownerOf(id: string): Promise<number> {
+      const row = await store.findKey(id);
+      if (!row || row.expiresAt <= clock()) throw new KeyNotFoundError();
+      return row.userId;
+    },
+
     async getKey(caller: Caller, id: string): Promise<KeySummary> {
-      return infoOf(await ownLiveKey(caller, id, 'see'), clock());
+      const row = await ownLiveKey(caller, id, 'see');
+      return infoOf(row, clock(), await policyOf(row.userId));
     },
 
     /** One page of the caller's live keys at or below its level, newest first. */
@@ -174,7 +201,8 @@ export function createApiKeyService({
       const page = rows.slice(0, limit);
       const last = page.at(-1);
       const next = rows.length > limit && last ? { createdAt: last.createdAt, id: last.id } : null;
-      return { items: page.map((row) => infoOf(row, now)), next };
+      const policy = await policyOf(caller.userId);
+      return { items: page.map((row) => infoOf(row, now, policy)), next };
     },
 
     /**
@@ -188,6 +216,8 @@ export function createApiKeyService({
       if (patch.level !== undefined && patch.level > caller.level) {
         throw new LevelTooHighError(`You may set levels up to ${caller.level}, not ${patch.level}.`);
       }
+      const policy = await policyOf(row.userId);
+      assertPolicyLevel(policy, patch.level);
       mayActOn(caller, 'update', id);
       const now = clock();
       const expiresAt = patch.expiresIn === undefined ? undefined : now + patch.expiresIn * 1000;
@@ -216,7 +246,7 @@ export function createApiKeyService({
       const updated = await store.updateKey(id, update, now, signal);
       if (updated === undefined) throw new KeyNotFoundError();
       if (patch.ratelimit !== undefined) await onRateLimitReplaced?.(lineageOf(updated));
-      return { apikey: infoOf(updated, now), row: updated, changed: Object.keys(patch) };
+      return { apikey: infoOf(updated, now, policy), row: updated, changed: Object.keys(patch) };
     },
 
     /**
@@ -253,7 +283,7 @@ export function createApiKeyService({
         signal,
       );
       if (outcome === 'not-found') throw new KeyNotFoundError();
-      if (outcome === 'limit-reached') throw new KeyCapReachedError(maxKeysPerUser);
+      if (outcome === 'limit-reached') throw new KeyCapReachedError(await capOf(previous.userId));
       const settings = settingsView({ ...row, credits: previous.credits }, now);
       const { enabled, ...carried } = settings;
       return {
@@ -262,6 +292,11 @@ export function createApiKeyService({
       };
     },
   };
+
+  /** The cap a refused create met: the user's policy's maxKeys, or MAX_KEYS_PER_USER. */
+  async function capOf(userId: number): Promise<number> {
+    return (await policyOf(userId))?.maxKeys ?? maxKeysPerUser;
+  }
 
   function authenticationOf(secret: string, row: ApiKeyRow | undefined): KeyAuthentication {
     const matches = secretMatches(secret, row?.secretHash ?? UNKNOWN_KEY_HASH);

@@ -64,7 +64,10 @@ export type Rotation = {
   /** The previous key's new expiry (at most its current one). */
   previousExpiresAt: number;
   next: ApiKeyRow;
-  /** Refuse when the user already holds this many live keys at `next.createdAt`; undefined: no cap. */
+  /**
+   * Refuse when the user already holds this many live keys at `next.createdAt` (or their policy's
+   * maxKeys, which replaces it); undefined: no cap.
+   */
   limit: number | undefined;
 };
 
@@ -72,9 +75,10 @@ export type RotationOutcome = 'rotated' | 'not-found' | 'limit-reached';
 
 /**
  * Called with the ids a committed write inserted, deleted, rotated or purged (here or, on a shared
- * database, on another replica), or with 'all' when changes may have been missed.
+ * database, on another replica), with `{ userId }` when every key of that user went at once, or with
+ * 'all' when changes may have been missed.
  */
-export type KeysChangedListener = (ids: readonly string[] | 'all') => void;
+export type KeysChangedListener = (ids: readonly string[] | 'all' | { readonly userId: number }) => void;
 
 export interface ApiKeyStore {
   /**
@@ -87,7 +91,10 @@ export interface ApiKeyStore {
   /** Newest first by (createdAt, id), strictly after `after`. */
   listLiveKeys(query: ListQuery): Promise<ApiKeyRow[]>;
 
-  /** Inserts unless the user already holds `limit` live keys; the count and the insert are one transaction. */
+  /**
+   * Inserts unless the user already holds `limit` live keys (or their policy's maxKeys, which replaces
+   * it); the policy's read, the count and the insert are one transaction.
+   */
   insertKeyWithinLimit(
     row: ApiKeyRow,
     limit: number,
@@ -116,6 +123,13 @@ export interface ApiKeyStore {
    * `cost`, the refusal with the credits as they are. Undefined when the lineage has no credits.
    */
   takeCredits(lineage: string, cost: number, now: number): Promise<CreditsTake | undefined>;
+
+  /**
+   * In one transaction: every key of the user (expired ones too), their credits and usage rows.
+   * Resolves with how many of them were live at `now`. Other replicas hear of it as one change of
+   * the user's keys, not one per key.
+   */
+  deleteKeysOfUser(userId: number, now: number, signal?: AbortSignal): Promise<number>;
 
   /** Deletes up to `limit` keys that expired at or before `now`; resolves with how many. */
   deleteExpiredBatch(now: number, limit: number): Promise<number>;

@@ -22,9 +22,16 @@ export const LATEST_TOKEN_EXP_SECONDS = 253_402_300_799;
 /**
  * Who a verified token speaks for, as the provider names it, and until when (`exp` in milliseconds):
  * `subject` is `sub` as text (a numeric `sub` as its decimal digits), `issuer` is `iss` ('' without
- * one). Which user id that is, token-users.ts decides: the authority knows no database.
+ * one), `scopes` the space-separated tokens of its `scope` claim (none when it has no string `scope`).
+ * Which user id that is, token-users.ts decides: the authority knows no database.
  */
-export type TokenIdentity = { subject: string; issuer: string; level: number; expiresAt: number };
+export type TokenIdentity = {
+  subject: string;
+  issuer: string;
+  level: number;
+  expiresAt: number;
+  scopes: readonly string[];
+};
 
 /** Why a token was refused (logged at LOG_LEVEL=debug); 'invalid' for anything not told apart. */
 export type TokenRefusal =
@@ -64,7 +71,7 @@ export type JwtOptions = JwtKeySource & {
 export type JwtAuthority = {
   verify(token: string): Promise<TokenCheck>;
   /** HS256 only: with an identity provider's keys keygate holds no signing key, and this rejects. */
-  sign(claims: { sub: number | string; level?: number; ttlSeconds: number }): Promise<string>;
+  sign(claims: { sub: number | string; level?: number; scope?: string; ttlSeconds: number }): Promise<string>;
 };
 
 /** At most this many verified tokens are remembered; the oldest is forgotten first. */
@@ -138,20 +145,29 @@ export function createJwtAuthority(options: JwtOptions): JwtAuthority {
       if (subject === null || typeof issuer !== 'string' || level === null) return refused('claims');
       const check: TokenCheck = Object.freeze({
         ok: true,
-        identity: Object.freeze({ subject, issuer, level, expiresAt: times.exp * 1000 }),
+        identity: Object.freeze({
+          subject,
+          issuer,
+          level,
+          expiresAt: times.exp * 1000,
+          scopes: scopesOf(payload.scope),
+        }),
       });
       if (verified.size >= VERIFIED_TOKEN_CACHE_SIZE) verified.delete(verified.keys().next().value as string);
       verified.set(token, { check, times, generation: keySet?.generation ?? 0 });
       return check;
     },
-    async sign({ sub, level, ttlSeconds }) {
+    async sign({ sub, level, scope, ttlSeconds }) {
       if (!('secret' in options)) {
         throw new Error(
           'keygate signs tokens only with its HS256 secret; tokens come from the identity provider',
         );
       }
       const now = Math.floor(options.clock() / 1000);
-      const jwt = new SignJWT(level === undefined ? {} : { level })
+      const jwt = new SignJWT({
+        ...(level === undefined ? {} : { level }),
+        ...(scope === undefined ? {} : { scope }),
+      })
         .setProtectedHeader({ alg: JWT_ALGORITHM, typ: 'JWT' })
         .setSubject(String(sub))
         .setIssuedAt(now)
@@ -237,6 +253,13 @@ function subjectText(sub: unknown): string | null {
   if (typeof sub === 'string') return sub;
   return typeof sub === 'number' && Number.isSafeInteger(sub) && sub >= 0 ? String(sub) : null;
 }
+
+/** A `scope` claim's tokens: it is one string of scopes separated by spaces; anything else grants none. */
+function scopesOf(scope: unknown): readonly string[] {
+  if (typeof scope !== 'string') return NO_SCOPES;
+  return Object.freeze(scope.split(' ').filter((token) => token !== ''));
+}
+const NO_SCOPES: readonly string[] = Object.freeze([]);
 
 function parseLevel(level: unknown): number | null {
   return isLevel(level) ? level : null;

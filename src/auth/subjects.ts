@@ -17,6 +17,9 @@ export interface SubjectStore {
    */
   userIdOf(issuer: string, subject: string): Promise<number>;
 
+  /** The user id (issuer, subject) was given, without giving one: undefined when it has none. */
+  findUserId(issuer: string, subject: string): Promise<number | undefined>;
+
   /** The subject a user id was given to; undefined for a user id no subject holds. */
   subjectOf(userId: number): Promise<string | undefined>;
 

@@ -23,18 +23,23 @@ export const COMMANDS: Record<Command, CommandSpec> = {
   },
   token: {
     summary: "print a JWT signed with the server's secret",
-    usage: 'keygate token --sub USER_ID [--level 0..8] [--ttl SECONDS] [--setting value ...]',
+    usage:
+      'keygate token --sub USER_ID [--level 0..8] [--scope SCOPES] [--ttl SECONDS] [--setting value ...]',
     options: {
       sub: {
         help: 'the user id the token speaks for (required); with JWT_USER_IDS=mapped, any subject',
       },
       level: { help: 'the level claim, 0..8 (default: none, which means 8)' },
+      scope: {
+        help: "the scope claim, space-separated; with JWT_ADMIN_SCOPE in it the token opens the operator's routes, and --sub may be any name",
+      },
       ttl: { help: 'seconds until it expires, 1..315360000', default: '3600' },
     },
     examples: [
       'keygate token --sub 42',
       'keygate token --sub 42 --level 3 --ttl 600 --database-url /var/lib/keygate/keygate.db',
       "JWT_USER_IDS=mapped keygate token --sub 'auth0|5f1b2c'",
+      'keygate token --scope keygate:admin --sub ops',
     ],
   },
   purge: {

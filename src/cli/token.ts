@@ -14,9 +14,14 @@ export async function mintToken(config: Config, options: Record<string, string>)
       `keygate token signs only HS256 tokens with JWT_SECRET; with ${setting} set, tokens come from your identity provider.`,
     );
   }
+  // An operator's token names the operator, not a user: its sub is any subject, as mapped ids take.
+  const scope = options.scope === undefined ? undefined : scopeOf(options.scope);
   const sub =
-    config.jwtUserIds === 'mapped'
-      ? mappableSubject(options.sub)
+    config.jwtUserIds === 'mapped' || scope !== undefined
+      ? mappableSubject(
+          options.sub,
+          config.jwtUserIds === 'mapped' ? 'with JWT_USER_IDS=mapped' : 'with --scope',
+        )
       : wholeNumber('--sub', options.sub, 0, Number.MAX_SAFE_INTEGER);
   const level = options.level === undefined ? undefined : wholeNumber('--level', options.level, 0, 8);
   // A token living longer than MAX_EXPIRES_IN_SECONDS would be refused by the server.
@@ -28,7 +33,7 @@ export async function mintToken(config: Config, options: Record<string, string>)
     audience: config.jwtAudience,
     clock: systemClock,
   });
-  return jwt.sign({ sub, level, ttlSeconds });
+  return jwt.sign({ sub, level, scope, ttlSeconds });
 }
 
 /**
@@ -47,13 +52,21 @@ function refuseToInventSecret(config: Config): void {
   );
 }
 
+/** The scope claim: scopes separated by single spaces (JWT_ADMIN_SCOPE among them for the operator). */
+function scopeOf(value: string): string {
+  if (!/^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/.test(value)) {
+    throw new UsageError(
+      '--scope must be scopes separated by single spaces, each printable ASCII without quotes or backslashes.',
+    );
+  }
+  return value;
+}
+
 /** The token only names its subject: the server gives it a user id on first use. */
-function mappableSubject(value: string | undefined): string {
+function mappableSubject(value: string | undefined, why: string): string {
   if (value === undefined) throw new UsageError('--sub is required.');
   if (!isMappableSubject(value)) {
-    throw new UsageError(
-      `--sub must be 1 to ${MAX_SUBJECT_LENGTH} characters, without NUL, with JWT_USER_IDS=mapped.`,
-    );
+    throw new UsageError(`--sub must be 1 to ${MAX_SUBJECT_LENGTH} characters, without NUL, ${why}.`);
   }
   return value;
 }

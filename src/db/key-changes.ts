@@ -6,8 +6,8 @@ export function keyChanges() {
   const listeners = new Set<KeysChangedListener>();
   return {
     /** Tells every listener, synchronously; an empty list tells nobody. */
-    announce(ids: readonly string[] | 'all'): void {
-      if (ids !== 'all' && ids.length === 0) return;
+    announce(ids: Parameters<KeysChangedListener>[0]): void {
+      if (typeof ids === 'object' && 'length' in ids && ids.length === 0) return;
       for (const listener of listeners) listener(ids);
     },
     /** The store's `onKeysChanged`: adds `listener`, returns the function that removes it. */

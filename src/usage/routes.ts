@@ -9,7 +9,7 @@ import type { Clock } from '../core/clock';
 import { HttpError } from '../http/errors';
 import { QUERY_PARAMETERS } from '../http/openapi';
 import { usageModels } from './model';
-import { DAY_MS, type Granularity, type UsageService } from './service';
+import { DAY_MS, type Granularity, type UsageCounts, type UsageService } from './service';
 
 /** The defaults and the longest spans a query may ask for, per granularity. */
 export const SPANS: Record<Granularity, { defaultMs: number; maxMs: number; rule: string }> = {
@@ -51,13 +51,7 @@ export function usageRoutes({
           result: 'success' as const,
           key: params.id,
           granularity: query.granularity,
-          usage: buckets.map(({ bucket, valid, rateLimited, usageExceeded, denied }) => ({
-            start: new Date(bucket).toISOString(),
-            valid,
-            rateLimited,
-            usageExceeded,
-            denied,
-          })),
+          usage: bucketsView(buckets),
         };
       },
       {
@@ -100,6 +94,17 @@ export function usageRoutes({
         },
       },
     );
+}
+
+/** Buckets as the usage answers show them: each with the ISO start of its hour or day. */
+export function bucketsView(buckets: UsageCounts[]) {
+  return buckets.map(({ bucket, valid, rateLimited, usageExceeded, denied }) => ({
+    start: new Date(bucket).toISOString(),
+    valid,
+    rateLimited,
+    usageExceeded,
+    denied,
+  }));
 }
 
 export type UsageQuery = { granularity: Granularity; since: number; until: number };

@@ -19,9 +19,9 @@ export function createUsageService({
   counter,
   flusher,
 }: {
-  store: Pick<UsageStore, 'readUsage'>;
+  store: Pick<UsageStore, 'readUsage' | 'readUserUsage'>;
   counter: Pick<UsageCounter, 'pendingRows' | 'lastUsedAt'>;
-  flusher: Pick<UsageFlusher, 'read'>;
+  flusher: Pick<UsageFlusher, 'read' | 'flush'>;
 }) {
   return {
     /**
@@ -32,16 +32,26 @@ export function createUsageService({
       keyId: string,
       { granularity, since, until }: { granularity: Granularity; since: number; until: number },
     ): Promise<UsageCounts[]> {
-      const unit = granularity === 'hour' ? HOUR_MS : DAY_MS;
-      // Whole buckets: from the start of the one `since` falls in to the end of the one `until` falls in.
-      const from = since - (since % unit);
-      const to = until - (until % unit) + unit - 1;
+      const { unit, from, to } = wholeBuckets(granularity, since, until);
       return flusher.read(async () => {
         const stored = await store.readUsage(keyId, from, to);
         // Read after the database, and no flush in between (flusher.read): each count is in one of them.
         const pending = counter.pendingRows(keyId).filter((row) => row.bucket >= from && row.bucket <= to);
         return bucketed([...stored, ...pending], unit);
       });
+    },
+
+    /**
+     * The buckets of every key the user holds, summed, as `history` gives one key's. This process's
+     * counts are written first (one flush): memory holds them by key, not by user.
+     */
+    async userHistory(
+      userId: number,
+      { granularity, since, until }: { granularity: Granularity; since: number; until: number },
+    ): Promise<UsageCounts[]> {
+      const { unit, from, to } = wholeBuckets(granularity, since, until);
+      await flusher.flush();
+      return bucketed(await store.readUserUsage(userId, from, to), unit);
     },
 
     /** The later of the stored last use and one counted here but not yet written; null when never used. */
@@ -51,6 +61,12 @@ export function createUsageService({
       return stored === null || stored === undefined || pending > stored ? pending : stored;
     },
   };
+}
+
+/** Whole buckets: from the start of the one `since` falls in to the end of the one `until` falls in. */
+function wholeBuckets(granularity: Granularity, since: number, until: number) {
+  const unit = granularity === 'hour' ? HOUR_MS : DAY_MS;
+  return { unit, from: since - (since % unit), to: until - (until % unit) + unit - 1 };
 }
 
 /** Hour rows summed into buckets of `unit` ms, ascending, without the empty ones. */

@@ -14,6 +14,12 @@ export interface UsageStore {
   /** The key's stored hour rows with `from <= bucket <= to`, in ascending order. */
   readUsage(keyId: string, from: number, to: number): Promise<UsageRow[]>;
 
+  /**
+   * The hour rows of every key the user holds, summed per hour, with `from <= bucket <= to`, in
+   * ascending order (`keyId` is the empty string: they are no one key's).
+   */
+  readUserUsage(userId: number, from: number, to: number): Promise<UsageRow[]>;
+
   /** Deletes up to `limit` rows whose hour began before `before`; resolves with how many. */
   deleteUsageBefore(before: number, limit: number): Promise<number>;
 }

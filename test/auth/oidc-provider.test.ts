@@ -16,6 +16,8 @@ type ProviderInfo = {
   resource: string;
   clientId: string;
   clientSecret: string;
+  operatorClientId: string;
+  operatorClientSecret: string;
 };
 
 let provider: Subprocess<'ignore', 'pipe', 'pipe'> | undefined;
@@ -51,15 +53,21 @@ afterAll(async () => {
   }
 });
 
-/** An access token from the provider, by the client-credentials grant. */
-async function clientCredentialsToken(): Promise<string> {
+/** An access token from the provider, by the client-credentials grant (the `backend` client's by default). */
+async function clientCredentialsToken(
+  client = { id: info.clientId, secret: info.clientSecret, scope: 'api' },
+): Promise<string> {
   const response = await fetch(info.tokenUrl, {
     method: 'POST',
     headers: {
-      authorization: `Basic ${Buffer.from(`${info.clientId}:${info.clientSecret}`).toString('base64')}`,
+      authorization: `Basic ${Buffer.from(`${client.id}:${client.secret}`).toString('base64')}`,
       'content-type': 'application/x-www-form-urlencoded',
     },
-    body: new URLSearchParams({ grant_type: 'client_credentials', resource: info.resource, scope: 'api' }),
+    body: new URLSearchParams({
+      grant_type: 'client_credentials',
+      resource: info.resource,
+      scope: client.scope,
+    }),
   });
   expect(response.status).toBe(200);
   const body = (await response.json()) as { access_token: string; token_type: string };
@@ -99,6 +107,37 @@ describe('with tokens from a real OpenID provider (oidc-provider, client credent
     expect(forwarded.status).toBe(200);
     expect(forwarded.headers.get('x-keygate-subject')).toBe('backend');
     expect(forwarded.headers.get('x-keygate-user-id')).toBe(String(userId));
+  });
+
+  it('a token with the admin scope opens the operator’s routes as is; one without it does not', async () => {
+    const token = await clientCredentialsToken({
+      id: info.operatorClientId,
+      secret: info.operatorClientSecret,
+      scope: 'keygate:admin',
+    });
+    const claims = JSON.parse(Buffer.from(token.split('.')[1] as string, 'base64url').toString());
+    expect(claims).toMatchObject({ sub: 'operator', scope: 'keygate:admin', aud: info.resource });
+    const backend = await clientCredentialsToken();
+    const created = await k.req('POST', '/apikeys/jwt', {
+      headers: { authorization: `Bearer ${backend}` },
+      body: { name: 'for-the-operator', level: 1, expiresIn: 600 },
+    });
+    const { key, userId } = created.json.apikey;
+
+    const listed = await k.req('GET', `/admin/users/${userId}/apikeys`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(listed.status).toBe(200);
+    expect(listed.json.apikeys.map((item: { key: string }) => item.key)).toContain(key);
+    const refused = await k.req('GET', `/admin/users/${userId}/apikeys`, {
+      headers: { authorization: `Bearer ${backend}` },
+    });
+    expect(refused.status).toBe(403);
+    // The subject-to-user mapping, for the operator.
+    const subject = await k.req('GET', `/admin/subjects?iss=${encodeURIComponent(info.issuer)}&sub=backend`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(subject.json).toEqual({ result: 'success', userId });
   });
 
   it('a second token for the same client is the same user', async () => {

@@ -24,6 +24,9 @@ function countingStore() {
       if (!ids.has(pair)) ids.set(pair, ids.size + 1);
       return ids.get(pair) as number;
     },
+    async findUserId(issuer, subject) {
+      return ids.get(`${issuer} ${subject}`);
+    },
     async subjectOf(userId) {
       asked.subjectOf++;
       return [...ids].find(([, id]) => id === userId)?.[0].split(' ')[1];

@@ -73,7 +73,7 @@ describe('rotateKey', () => {
 describe('onKeysChanged', () => {
   it('announces inserted, deleted, rotated and purged ids before the writer’s promise resolves', async () => {
     const events: string[][] = [];
-    store.onKeysChanged((ids) => events.push([...ids]));
+    store.onKeysChanged((ids) => events.push([...(ids as string[])]));
     const seenAtResolve: number[] = [];
     await store.insertKeyWithinLimit(row(id(1)), 10).then(() => seenAtResolve.push(events.length));
     await store.insertKeyWithinLimit(row(id(2), { expiresAt: 1500 }), 10);
@@ -88,7 +88,7 @@ describe('onKeysChanged', () => {
 
   it('announces nothing for writes that changed nothing', async () => {
     const events: string[][] = [];
-    store.onKeysChanged((ids) => events.push([...ids]));
+    store.onKeysChanged((ids) => events.push([...(ids as string[])]));
     await store.insertKeyWithinLimit(row(id(1)), 0);
     await store.deleteKey(id(5));
     await store.deleteExpiredBatch(0, 100);

@@ -5,15 +5,15 @@
 // Runs in `bun run test:postgres`; plain `bun test` (SQLite) skips it.
 import { afterAll, describe, expect, it } from 'bun:test';
 import { startPostgres, TEST_ENGINE, type ThrowawayPostgres } from '../support/postgres';
-import { bearerFor, type Replica, startReplica } from '../support/replicas';
+import { bearerFor, operatorBearer, type Replica, startReplica } from '../support/replicas';
 
 type Key = { key: string; secret: string };
 /** The keys the routes act on, made before the outage; `cached` is the only one the replica has read. */
 type Keys = Record<
-  'cached' | 'uncached' | 'get' | 'deleteJwt' | 'deleteKey' | 'rotateJwt' | 'rotateKey',
+  'cached' | 'uncached' | 'get' | 'deleteJwt' | 'deleteKey' | 'rotateJwt' | 'rotateKey' | 'deleteAdmin',
   Key
 >;
-type Credentials = 'jwt' | 'key' | 'none';
+type Credentials = 'jwt' | 'key' | 'admin' | 'none';
 
 /**
  * One route: how to call it, and what it answers once the database is back. A new route joins with
@@ -68,6 +68,53 @@ const ROUTES: RouteCase[] = [
   ['GET /apikeys/:id/usage/key', 'GET', (k) => `/apikeys/${k.get.key}/usage/key`, 'key', undefined, 200],
   ['GET /forward-auth (a key not cached)', 'GET', () => '/forward-auth', 'none', undefined, 200],
   ['GET /health', 'GET', () => '/health', 'none', undefined, 200],
+  ['GET /admin/users/:userId/apikeys', 'GET', () => `/admin/users/${USER}/apikeys`, 'admin', undefined, 200],
+  [
+    'POST /admin/users/:userId/apikeys',
+    'POST',
+    () => `/admin/users/${USER}/apikeys`,
+    'admin',
+    () => createBody,
+    201,
+  ],
+  ['GET /admin/apikeys/:id', 'GET', (k) => `/admin/apikeys/${k.get.key}`, 'admin', undefined, 200],
+  [
+    'PATCH /admin/apikeys/:id',
+    'PATCH',
+    (k) => `/admin/apikeys/${k.get.key}`,
+    'admin',
+    () => ({ name: 'x' }),
+    200,
+  ],
+  [
+    'DELETE /admin/apikeys/:id',
+    'DELETE',
+    (k) => `/admin/apikeys/${k.deleteAdmin.key}`,
+    'admin',
+    undefined,
+    204,
+  ],
+  [
+    'GET /admin/apikeys/:id/usage',
+    'GET',
+    (k) => `/admin/apikeys/${k.get.key}/usage`,
+    'admin',
+    undefined,
+    200,
+  ],
+  ['GET /admin/users/:userId/usage', 'GET', () => `/admin/users/${USER}/usage`, 'admin', undefined, 200],
+  // Another user's: revoking USER's keys would take the credentials the other routes use.
+  ['DELETE /admin/users/:userId/apikeys', 'DELETE', () => '/admin/users/5/apikeys', 'admin', undefined, 200],
+  [
+    'PUT /admin/users/:userId/policy',
+    'PUT',
+    () => `/admin/users/${USER}/policy`,
+    'admin',
+    () => ({ ratelimit: null, credits: null, maxKeys: null, maxLevel: null }),
+    200,
+  ],
+  ['GET /admin/users/:userId/policy', 'GET', () => `/admin/users/${USER}/policy`, 'admin', undefined, 200],
+  ['DELETE /admin/users/:userId/policy', 'DELETE', () => '/admin/users/5/policy', 'admin', undefined, 404],
 ];
 
 const basic = ({ key, secret }: Key) => ({
@@ -78,11 +125,13 @@ async function send(replica: Replica, keys: Keys, [name, method, path, credentia
   const headers =
     credentials === 'jwt'
       ? await bearerFor(USER)
-      : credentials === 'key'
-        ? basic(keys.cached) // a cached credential: what fails is the route's own use of the database
-        : name.startsWith('GET /forward-auth')
-          ? basic(keys.uncached)
-          : {};
+      : credentials === 'admin'
+        ? await operatorBearer()
+        : credentials === 'key'
+          ? basic(keys.cached) // a cached credential: what fails is the route's own use of the database
+          : name.startsWith('GET /forward-auth')
+            ? basic(keys.uncached)
+            : {};
   return replica.req(method, path(keys), { headers, body: body?.(keys) });
 }
 
@@ -123,6 +172,7 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('a replica while PostgreSQL is down'
       deleteKey: await create(),
       rotateJwt: await create(),
       rotateKey: await create(),
+      deleteAdmin: await create(),
     };
     const verifyCached = () =>
       one.req('POST', '/apikeys/verify', { body: { key: keys.cached.key, secret: keys.cached.secret } });

@@ -95,6 +95,11 @@ export async function testKeygate(env: Record<string, string> = {}) {
     authorization: `Bearer ${await token(sub, { level })}`,
   });
 
+  /** The operator's credential: a token whose scope holds JWT_ADMIN_SCOPE (or `scope`), for any `sub`. */
+  const operator = async (sub = 'ops', scope = config.jwtAdminScope) => ({
+    authorization: `Bearer ${await keygate.jwt.sign({ sub, scope, ttlSeconds: 3600 })}`,
+  });
+
   const basic = (key: string, secret: string) => ({
     authorization: `Basic ${Buffer.from(`${key}:${secret}`).toString('base64')}`,
   });
@@ -166,6 +171,7 @@ export async function testKeygate(env: Record<string, string> = {}) {
     req,
     token,
     bearer,
+    operator,
     basic,
     createKey,
     credentials,

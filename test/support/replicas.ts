@@ -131,3 +131,8 @@ const jwt = createJwtAuthority({ secret: REPLICA_JWT_SECRET, clock: systemClock 
 export async function bearerFor(sub: number | string, level?: number): Promise<Record<string, string>> {
   return { authorization: `Bearer ${await jwt.sign({ sub, level, ttlSeconds: 3600 })}` };
 }
+
+/** The operator's token: the default admin scope, any subject. */
+export async function operatorBearer(sub = 'ops'): Promise<Record<string, string>> {
+  return { authorization: `Bearer ${await jwt.sign({ sub, scope: 'keygate:admin', ttlSeconds: 3600 })}` };
+}

@@ -105,3 +105,30 @@ export const settings = pgTable('settings', {
   name: text('name').primaryKey(),
   value: text('value').notNull(),
 });
+
+/**
+ * The operator's policy of a user: a rate limit all of the user's keys share, the most live keys
+ * (instead of MAX_KEYS_PER_USER) and the highest level of the user's keys; null: none. A row exists
+ * only while the user has a policy. Its credits, one pool for all of the user's keys, are in
+ * user_credits. A create reads max_keys under its user's user_key_counts lock, so the cap is exact
+ * across replicas.
+ */
+export const userPolicies = pgTable('user_policies', {
+  userId: bigint('user_id', { mode: 'number' }).primaryKey(),
+  ratelimitLimit: integer('ratelimit_limit'),
+  ratelimitDuration: integer('ratelimit_duration'),
+  maxKeys: integer('max_keys'),
+  maxLevel: integer('max_level'),
+});
+
+/**
+ * A user's policy's credits, one pool shared by all of the user's keys, stored as key_credits are
+ * (the same columns, so the guarded take of db/credits-take.ts takes from it as from a key's).
+ */
+export const userCredits = pgTable('user_credits', {
+  userId: bigint('user_id', { mode: 'number' }).primaryKey(),
+  remaining: bigint('remaining', { mode: 'number' }).notNull(),
+  refillAmount: bigint('refill_amount', { mode: 'number' }),
+  refillIntervalMs: bigint('refill_interval_ms', { mode: 'number' }),
+  refilledAt: bigint('refilled_at', { mode: 'number' }).notNull(),
+});

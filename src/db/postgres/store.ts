@@ -15,11 +15,16 @@ import { keyChanges } from '../key-changes';
 import { withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
 import type { PostgresDb } from './open';
-import { apiKeys, keyCredits, keyUsage, userKeyCounts } from './schema';
+import { apiKeys, keyCredits, keyUsage, userKeyCounts, userPolicies } from './schema';
 import { unavailableCode, unavailableOr } from './unavailable';
 
-/** The NOTIFY channel: a payload is the sending replica's id, a space, and the comma-separated key ids. */
+/**
+ * The NOTIFY channel: a payload is the sending replica's id, a space, and the comma-separated key ids,
+ * or `user:<id>` when every key of that user went at once.
+ */
 export const KEYS_CHANNEL = 'keygate_keys';
+
+const USER_PREFIX = 'user:';
 
 // A NOTIFY payload must stay under 8000 bytes; a key id is at most 131 characters.
 const IDS_PER_NOTIFY = 50;
@@ -162,6 +167,14 @@ export async function createPostgresApiKeyStore(
       .where(and(eq(apiKeys.userId, userId), gt(apiKeys.expiresAt, now)));
     return row?.n ?? 0;
   };
+  /** The user's policy's maxKeys, which replaces MAX_KEYS_PER_USER for them; undefined: none. */
+  const policyCap = async (tx: Pick<PostgresDb, 'select'>, userId: number) => {
+    const [row] = await tx
+      .select({ maxKeys: userPolicies.maxKeys })
+      .from(userPolicies)
+      .where(eq(userPolicies.userId, userId));
+    return row?.maxKeys ?? undefined;
+  };
   /**
    * Whether the user may hold one more live key, under the counter row's lock. The counter (rows held,
    * expired ones not yet purged included) is never below the live count, so under the cap it answers
@@ -172,7 +185,12 @@ export async function createPostgresApiKeyStore(
     userId: number,
     now: number,
     limit: number,
-  ) => (await lockKeysHeld(tx, userId)) < limit || (await liveCount(tx, userId, now)) < limit;
+  ) => {
+    const held = await lockKeysHeld(tx, userId);
+    // Read under the lock, so a policy committed before it is the one every later create obeys.
+    const cap = (await policyCap(tx, userId)) ?? limit;
+    return held < cap || (await liveCount(tx, userId, now)) < cap;
+  };
 
   async function drained(): Promise<void> {
     await Promise.allSettled([...inFlight]);
@@ -186,7 +204,9 @@ export async function createPostgresApiKeyStore(
         KEYS_CHANNEL,
         (payload) => {
           const [sender, ids = ''] = payload.split(' ');
-          if (sender !== replicaId) announce(ids.split(',').filter(Boolean));
+          if (sender === replicaId) return;
+          if (ids.startsWith(USER_PREFIX)) announce({ userId: Number(ids.slice(USER_PREFIX.length)) });
+          else announce(ids.split(',').filter(Boolean));
         },
         () => {
           // After a reconnect, notifications sent meanwhile are lost: forget every cached key.
@@ -270,6 +290,32 @@ export async function createPostgresApiKeyStore(
       }, signal);
       if (deleted) announce([id]);
       return deleted;
+    },
+
+    async deleteKeysOfUser(userId, now, signal) {
+      const live = await inUserTurn(userId, () =>
+        write(async (tx) => {
+          const rows = await tx.execute<{ id: string; lineage: string; expires_at: string | number }>(sql`
+            DELETE FROM ${apiKeys} WHERE ${apiKeys.userId} = ${userId}
+            RETURNING ${apiKeys.id}, coalesce(${apiKeys.lineage}, ${apiKeys.id}) AS lineage, ${apiKeys.expiresAt}`);
+          const gone = [...rows];
+          await dropCreditsOfGone(
+            tx,
+            gone.map((row) => row.lineage),
+          );
+          // After the keys' row locks, as for one key: a usage flush that held one has committed.
+          if (gone.length > 0) {
+            await tx.execute(
+              sql`DELETE FROM ${keyUsage} WHERE ${keyUsage.keyId} = ANY(${`{${gone.map((row) => row.id).join(',')}}`}::text[])`,
+            );
+          }
+          // One notification for them all: the other replicas evict every key of the user.
+          await tx.execute(sql`SELECT pg_notify(${KEYS_CHANNEL}, ${`${replicaId} ${USER_PREFIX}${userId}`})`);
+          return gone.filter((row) => Number(row.expires_at) > now).length;
+        }, signal),
+      );
+      announce({ userId });
+      return live;
     },
 
     async rotateKey({ previousId, previousExpiresAt, next, limit }, signal) {

@@ -23,14 +23,21 @@ export function createPostgresSubjectStore(db: PostgresDb): SubjectStore {
       })
       .catch(unavailableOr);
 
+  const findUserId = async (issuer: string, subject: string) => {
+    const [known] = await db
+      .select({ userId: subjects.userId })
+      .from(subjects)
+      .where(and(eq(subjects.issuer, issuer), eq(subjects.subject, subject)))
+      .catch(unavailableOr);
+    return known?.userId;
+  };
+
   return {
+    findUserId,
+
     async userIdOf(issuer, subject) {
-      const [known] = await db
-        .select({ userId: subjects.userId })
-        .from(subjects)
-        .where(and(eq(subjects.issuer, issuer), eq(subjects.subject, subject)))
-        .catch(unavailableOr);
-      if (known !== undefined) return known.userId;
+      const known = await findUserId(issuer, subject);
+      if (known !== undefined) return known;
       const [given] = await durably((tx) =>
         tx
           .insert(subjects)

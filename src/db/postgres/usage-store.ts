@@ -31,6 +31,12 @@ const READ_ROWS = `
   SELECT key_id, bucket, valid, rate_limited, usage_exceeded, denied FROM key_usage
   WHERE key_id = $1 AND bucket >= $2 AND bucket <= $3 ORDER BY bucket`;
 
+const READ_USER_ROWS = `
+  SELECT '' AS key_id, u.bucket, sum(u.valid) AS valid, sum(u.rate_limited) AS rate_limited,
+    sum(u.usage_exceeded) AS usage_exceeded, sum(u.denied) AS denied
+  FROM key_usage u JOIN api_keys k ON k.id = u.key_id
+  WHERE k.user_id = $1 AND u.bucket >= $2 AND u.bucket <= $3 GROUP BY u.bucket ORDER BY u.bucket`;
+
 // SKIP LOCKED: replicas removing old rows at the same time take different ones, and wait on none.
 const DELETE_OLD = `
   DELETE FROM key_usage WHERE (key_id, bucket) IN (
@@ -87,22 +93,27 @@ export function createPostgresUsageStore(
     },
 
     async readUsage(keyId, from, to) {
-      const rows = await client.unsafe(READ_ROWS, [keyId, from, to]).catch(unavailableOr);
-      // bigint columns come back as strings.
-      return rows.map(
-        (row: Record<string, string>): UsageRow => ({
-          keyId: row.key_id as string,
-          bucket: Number(row.bucket),
-          valid: Number(row.valid),
-          rateLimited: Number(row.rate_limited),
-          usageExceeded: Number(row.usage_exceeded),
-          denied: Number(row.denied),
-        }),
-      );
+      return (await client.unsafe(READ_ROWS, [keyId, from, to]).catch(unavailableOr)).map(usageRowOf);
+    },
+
+    async readUserUsage(userId, from, to) {
+      return (await client.unsafe(READ_USER_ROWS, [userId, from, to]).catch(unavailableOr)).map(usageRowOf);
     },
 
     async deleteUsageBefore(before, limit) {
       return transaction(async (tx) => (await tx.unsafe(DELETE_OLD, [before, limit])).count as number);
     },
+  };
+}
+
+/** A row as read: bigint columns (and sums) come back as strings. */
+function usageRowOf(row: Record<string, string>): UsageRow {
+  return {
+    keyId: row.key_id as string,
+    bucket: Number(row.bucket),
+    valid: Number(row.valid),
+    rateLimited: Number(row.rate_limited),
+    usageExceeded: Number(row.usage_exceeded),
+    denied: Number(row.denied),
   };
 }

@@ -95,3 +95,29 @@ export const settings = sqliteTable('settings', {
   name: text('name').primaryKey(),
   value: text('value').notNull(),
 });
+
+/**
+ * The operator's policy of a user: a rate limit all of the user's keys share, the most live keys
+ * (instead of MAX_KEYS_PER_USER) and the highest level of the user's keys; null: none. A row exists
+ * only while the user has a policy. Its credits, one pool for all of the user's keys, are in
+ * user_credits.
+ */
+export const userPolicies = sqliteTable('user_policies', {
+  userId: integer('user_id').primaryKey(),
+  ratelimitLimit: integer('ratelimit_limit'),
+  ratelimitDuration: integer('ratelimit_duration'),
+  maxKeys: integer('max_keys'),
+  maxLevel: integer('max_level'),
+});
+
+/**
+ * A user's policy's credits, one pool shared by all of the user's keys, stored as key_credits are
+ * (the same columns, so the guarded take of db/credits-take.ts takes from it as from a key's).
+ */
+export const userCredits = sqliteTable('user_credits', {
+  userId: integer('user_id').primaryKey(),
+  remaining: integer('remaining').notNull(),
+  refillAmount: integer('refill_amount'),
+  refillIntervalMs: integer('refill_interval_ms'),
+  refilledAt: integer('refilled_at').notNull(),
+});

@@ -12,7 +12,7 @@ import { withCredits } from '../key-rows';
 import { checkpointInBackground } from './checkpoints';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
-import { apiKeys, keyCredits, keyUsage, userKeyCounts } from './schema';
+import { apiKeys, keyCredits, keyUsage, userKeyCounts, userPolicies } from './schema';
 
 // SQLite answers these when the disk, the file or another process's lock is in the way.
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
@@ -207,6 +207,25 @@ export function createSqliteApiKeyStore(
     .where(eq(keyUsage.keyId, sql.placeholder('id')))
     .prepare();
 
+  // Revoking every key of a user: their usage rows first (while the keys still say whose they are).
+  const deleteUsageOfUser = db
+    .delete(keyUsage)
+    .where(
+      inArray(
+        keyUsage.keyId,
+        db
+          .select({ id: apiKeys.id })
+          .from(apiKeys)
+          .where(eq(apiKeys.userId, sql.placeholder('userId'))),
+      ),
+    )
+    .prepare();
+  const deleteOfUser = db
+    .delete(apiKeys)
+    .where(eq(apiKeys.userId, sql.placeholder('userId')))
+    .returning({ lineage: apiKeys.lineage, id: apiKeys.id, expiresAt: apiKeys.expiresAt })
+    .prepare();
+
   // SQLite has no portable DELETE ... LIMIT: pick the batch in a subquery on the expires_at index.
   const deleteExpired = db
     .delete(apiKeys)
@@ -229,6 +248,11 @@ export function createSqliteApiKeyStore(
     .from(userKeyCounts)
     .where(eq(userKeyCounts.userId, sql.placeholder('userId')))
     .prepare();
+  const policyCap = db
+    .select({ maxKeys: userPolicies.maxKeys })
+    .from(userPolicies)
+    .where(eq(userPolicies.userId, sql.placeholder('userId')))
+    .prepare();
   const liveCount = (userId: number, now: number) => countLive.get({ userId, now })?.n ?? 0;
   /**
    * Whether the user may hold one more live key. The counter of rows held (kept in step by triggers on
@@ -236,8 +260,11 @@ export function createSqliteApiKeyStore(
    * cap (expired rows not yet purged may be in it) the live keys are counted exactly. Either way the
    * cost does not grow with the user's keys.
    */
-  const belowCap = (userId: number, now: number, limit: number) =>
-    (rowsHeld.get({ userId })?.keys ?? 0) < limit || liveCount(userId, now) < limit;
+  const belowCap = (userId: number, now: number, limit: number) => {
+    // The user's policy's maxKeys replaces MAX_KEYS_PER_USER, read in the same transaction.
+    const cap = policyCap.get({ userId })?.maxKeys ?? limit;
+    return (rowsHeld.get({ userId })?.keys ?? 0) < cap || liveCount(userId, now) < cap;
+  };
 
   return {
     findKey(id) {
@@ -290,6 +317,19 @@ export function createSqliteApiKeyStore(
         (deleted) => {
           if (deleted) announce([id]);
         },
+        signal,
+      );
+    },
+
+    deleteKeysOfUser(userId, now, signal) {
+      return writer.write(
+        () => {
+          deleteUsageOfUser.run({ userId });
+          const gone = deleteOfUser.all({ userId });
+          dropCreditsOfGone(gone.map(lineageOf));
+          return gone.filter((row) => row.expiresAt > now).length;
+        },
+        () => announce({ userId }),
         signal,
       );
     },

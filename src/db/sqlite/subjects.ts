@@ -59,6 +59,10 @@ export function createSqliteSubjectStore(db: Db, write: SqliteApiKeyStore['write
       return write(() => (insertOrRead.get({ issuer, subject }) as { userId: number }).userId);
     },
 
+    async findUserId(issuer, subject) {
+      return orUnavailable(() => findUserId.get({ issuer, subject }))?.userId;
+    },
+
     async subjectOf(userId) {
       return orUnavailable(() => findSubject.get({ userId }))?.subject;
     },

@@ -24,6 +24,11 @@ export function createSqliteUsageStore(db: Db, groupCommit: GroupCommitWriter): 
   const readRows = client.prepare(`
     SELECT key_id AS keyId, bucket, valid, rate_limited AS rateLimited, usage_exceeded AS usageExceeded, denied
     FROM key_usage WHERE key_id = ?1 AND bucket >= ?2 AND bucket <= ?3 ORDER BY bucket`);
+  const readUserRows = client.prepare(`
+    SELECT '' AS keyId, u.bucket, sum(u.valid) AS valid, sum(u.rate_limited) AS rateLimited,
+      sum(u.usage_exceeded) AS usageExceeded, sum(u.denied) AS denied
+    FROM key_usage u JOIN api_keys k ON k.id = u.key_id
+    WHERE k.user_id = ?1 AND u.bucket >= ?2 AND u.bucket <= ?3 GROUP BY u.bucket ORDER BY u.bucket`);
   // No portable DELETE ... LIMIT: the batch is picked in a subquery on the bucket index.
   const deleteOld = client.prepare(
     'DELETE FROM key_usage WHERE rowid IN (SELECT rowid FROM key_usage WHERE bucket < ?1 ORDER BY bucket LIMIT ?2)',
@@ -45,6 +50,14 @@ export function createSqliteUsageStore(db: Db, groupCommit: GroupCommitWriter): 
     async readUsage(keyId, from, to) {
       try {
         return readRows.all(keyId, from, to) as UsageRow[];
+      } catch (error) {
+        unavailableOr(error);
+      }
+    },
+
+    async readUserUsage(userId, from, to) {
+      try {
+        return readUserRows.all(userId, from, to) as UsageRow[];
       } catch (error) {
         unavailableOr(error);
       }

@@ -1,0 +1,78 @@
+// The PolicyStore on SQLite: reads are prepared statements; a change goes through the key store's
+// group commit, policy and credits pool in one transaction, and tells this process's listeners once
+// committed (one process holds a SQLite file, so there is no other replica to tell).
+import { eq } from 'drizzle-orm';
+import type { PolicyChangedListener, PolicyStore, StoredPolicy } from '../../policies/store';
+import { policyRow, storedPolicyOf } from '../policy-rows';
+import type { Db } from './open';
+import { userCredits, userPolicies } from './schema';
+import { type SqliteApiKeyStore, unavailableOr } from './store';
+
+export function createSqlitePolicyStore(db: Db, write: SqliteApiKeyStore['write']): PolicyStore {
+  const listeners = new Set<PolicyChangedListener>();
+  const announce = (userId: number) => {
+    for (const listener of listeners) listener(userId);
+  };
+  const read = (userId: number): StoredPolicy | undefined => {
+    const policy = db.select().from(userPolicies).where(eq(userPolicies.userId, userId)).get();
+    if (policy === undefined) return undefined;
+    const credits = db.select().from(userCredits).where(eq(userCredits.userId, userId)).get();
+    return storedPolicyOf(policy, credits);
+  };
+
+  return {
+    async readPolicy(userId) {
+      try {
+        return read(userId);
+      } catch (error) {
+        unavailableOr(error);
+      }
+    },
+
+    putPolicy(userId, policy, signal) {
+      const row = policyRow(userId, policy);
+      const { credits } = policy;
+      return write(
+        () => {
+          db.insert(userPolicies)
+            .values(row)
+            .onConflictDoUpdate({ target: userPolicies.userId, set: row })
+            .run();
+          if (credits === null) db.delete(userCredits).where(eq(userCredits.userId, userId)).run();
+          else {
+            db.insert(userCredits)
+              .values({ userId, ...credits })
+              .onConflictDoUpdate({ target: userCredits.userId, set: credits })
+              .run();
+          }
+        },
+        () => announce(userId),
+        signal,
+      );
+    },
+
+    deletePolicy(userId, signal) {
+      return write(
+        () => {
+          db.delete(userCredits).where(eq(userCredits.userId, userId)).run();
+          return (
+            db
+              .delete(userPolicies)
+              .where(eq(userPolicies.userId, userId))
+              .returning({ userId: userPolicies.userId })
+              .all().length > 0
+          );
+        },
+        (deleted) => {
+          if (deleted) announce(userId);
+        },
+        signal,
+      );
+    },
+
+    onPolicyChanged(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+}
