@@ -212,7 +212,9 @@ export async function createKeygate(
     lastUsedAt: usage.lastUsedAt,
     // A replaced or removed rate limit's counts start afresh.
     onRateLimitReplaced: (lineage) =>
-      rateLimiter.forget(limitsOfKey(lineage, ANY_RULE, ANY_RULE).map((limit) => limit.counter)),
+      rateLimiter.forget(
+        limitsOfKey({ lineage, userId: 0, own: ANY_RULE, operator: ANY_RULE }).map((limit) => limit.counter),
+      ),
   });
   const jwt = createJwtAuthority({
     ...jwtKeySource(config, jwtSecret),
@@ -239,7 +241,8 @@ export async function createKeygate(
       limits: {
         limiter: rateLimiter,
         operatorRule: config.rateLimit,
-        takeCredits: (lineage, cost, now) => store.takeCredits(lineage, cost, now),
+        takeCredits: (pools, cost, now) => store.takeCredits(pools, cost, now),
+        policyOf: policies.policyOf,
         clock,
       },
     }),

@@ -4,7 +4,7 @@
 // commits nothing once that signal has aborted (it rejects with RequestGoneError instead).
 // The implementations are src/db/sqlite/store.ts and src/db/postgres/store.ts.
 import { DomainError } from '../core/errors';
-import type { CreditsTake, StoredCredits } from '../limits/credits';
+import type { CreditPools, PoolsTake, StoredCredits } from '../limits/credits';
 
 export type { StoredCredits };
 
@@ -118,11 +118,13 @@ export interface ApiKeyStore {
   updateKey(id: string, update: KeyUpdate, now: number, signal?: AbortSignal): Promise<ApiKeyRow | undefined>;
 
   /**
-   * Takes `cost` from a lineage's credits in one guarded write (a due refill applied in the same
-   * write), resolving once it is committed: the credits after the take, or, when they do not cover
-   * `cost`, the refusal with the credits as they are. Undefined when the lineage has no credits.
+   * Takes `cost` from every pool of `pools` (a key's lineage's credits, its user's policy's) in one
+   * transaction of guarded writes (a due refill applied in the same write), resolving once it is
+   * committed: the binding pool's credits after the take, or, when a pool does not cover `cost`, its
+   * refusal with its credits as they are, and nothing taken from any pool. Undefined when none of
+   * the pools has credits.
    */
-  takeCredits(lineage: string, cost: number, now: number): Promise<CreditsTake | undefined>;
+  takeCredits(pools: CreditPools, cost: number, now: number): Promise<PoolsTake | undefined>;
 
   /**
    * In one transaction: every key of the user (expired ones too), their credits and usage rows.

@@ -4,7 +4,16 @@
 // replicas never spend more than was granted. No row comes back when the take is refused (or the key
 // has no credits); the caller then reads the row and asks src/limits/credits.ts why.
 import { fillPlaceholders, type SQL, sql } from 'drizzle-orm';
-import { type CreditsTake, type StoredCredits, takeCredits } from '../limits/credits';
+import { andThen, type SyncOrAsync } from '../core/sync-or-async';
+import {
+  bindingTake,
+  type CreditPools,
+  type CreditsPool,
+  type CreditsTake,
+  type PoolsTake,
+  type StoredCredits,
+  takeCredits,
+} from '../limits/credits';
 
 /** Where a key's credits are stored; the defaults name a table of its own. */
 export type CreditsColumns = {
@@ -32,6 +41,53 @@ export const KEY_CREDITS_COLUMNS: CreditsColumns = {
   id: 'lineage',
 };
 
+/** The credits pool of a user's policy (migration 0007 on SQLite, 0005 on PostgreSQL). */
+export const USER_CREDITS_COLUMNS: CreditsColumns = {
+  ...DEFAULT_CREDITS_COLUMNS,
+  table: 'user_credits',
+  id: 'user_id',
+};
+
+/** A take refused by the second pool after the first gave: thrown so the transaction rolls back. */
+export class SecondPoolRefused extends Error {
+  override name = 'SecondPoolRefused';
+  constructor(readonly outcome: PoolsTake) {
+    super('the second credits pool refused the take');
+  }
+}
+
+/** The refusal a rolled-back two-pool take answers; any other failure is rethrown. */
+export function secondPoolRefusal(error: unknown): PoolsTake {
+  if (error instanceof SecondPoolRefused) return error.outcome;
+  throw error;
+}
+
+/**
+ * Takes `cost` from every pool of `pools`, the user's first, with `takeFrom` (one guarded take from
+ * one pool, in the caller's transaction). A refusal by the user's pool writes nothing; a refusal by
+ * the key's pool after the user's gave throws SecondPoolRefused, for the caller to roll the user's
+ * take back with its transaction and answer the refusal. Undefined when no pool has credits.
+ */
+export function takeFromPools(
+  pools: CreditPools,
+  takeFrom: (pool: CreditsPool, id: string | number) => SyncOrAsync<CreditsTake | undefined>,
+): SyncOrAsync<PoolsTake | undefined> {
+  const user = pools.user === undefined ? undefined : takeFrom('user', pools.user);
+  return andThen(user, (fromUser) => {
+    const userTake = fromUser && { ...fromUser, pool: 'user' as const };
+    if (userTake !== undefined && !userTake.taken) return userTake;
+    const key = pools.key === undefined ? undefined : takeFrom('key', pools.key);
+    return andThen(key, (fromKey) => {
+      const keyTake = fromKey && { ...fromKey, pool: 'key' as const };
+      if (keyTake !== undefined && !keyTake.taken) {
+        if (userTake !== undefined) throw new SecondPoolRefused(keyTake);
+        return keyTake;
+      }
+      return bindingTake(userTake, keyTake);
+    });
+  });
+}
+
 /** What the statement returns for a take it made. */
 export type TakenRow = {
   remaining: number | string;
@@ -47,7 +103,7 @@ export type TakenRow = {
 export function renderedTake(
   dialect: { sqlToQuery(statement: SQL): { sql: string; params: unknown[] } },
   columns: CreditsColumns,
-): { text: string; params(id: string, cost: number, now: number): unknown[] } {
+): { text: string; params(id: string | number, cost: number, now: number): unknown[] } {
   const query = dialect.sqlToQuery(
     takeCreditsStatement(
       {

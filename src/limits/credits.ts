@@ -46,3 +46,21 @@ export function takeCredits(stored: StoredCredits, cost: number, now: number): C
   if (credits.remaining < cost) return { taken: false, credits, nextRefillAt: nextRefillAt(stored, now) };
   return { taken: true, credits: { ...credits, remaining: credits.remaining - cost } };
 }
+
+/** Whose credits a take drew on: the key's (its lineage's) own pool, or its user's policy's. */
+export type CreditsPool = 'key' | 'user';
+
+/** The pools a verification draws on; a take must be covered by every one of them. */
+export type CreditPools = { key?: string; user?: number };
+
+/**
+ * A take from one or two pools: `pool` is the refusing one, else the one with the fewer remaining
+ * after the take (the binding one).
+ */
+export type PoolsTake = CreditsTake & { readonly pool: CreditsPool };
+
+/** Of two takes that both passed, the binding one: fewer remaining (the user's on a tie). */
+export function bindingTake(user: PoolsTake | undefined, key: PoolsTake | undefined): PoolsTake | undefined {
+  if (user === undefined || key === undefined) return user ?? key;
+  return key.credits.remaining < user.credits.remaining ? key : user;
+}

@@ -101,19 +101,28 @@ export function verdictOf(
   };
 }
 
+/** The rules a key's verification is under, and what names their counters. */
+export type KeyRateLimits = {
+  /** The key's rotation chain: a key and its successor share their limits. */
+  lineage: string;
+  /** The key's own `ratelimit`. */
+  own?: RateLimitRule;
+  userId: number;
+  /** The user's policy: one window for all the user's keys. */
+  user?: RateLimitRule;
+  /** The operator's RATE_LIMIT: one window per key (lineage). */
+  operator?: RateLimitRule;
+};
+
 /**
- * The limits a key's verification is under: its own `ratelimit` and the operator's RATE_LIMIT, each on
- * its own counter. `counterId` names what shares them (the key, or the key a rotation replaced while
- * both are in use).
+ * The limits a key's verification is under, each on its own counter; a counter's name starts with
+ * whose limit it is (`key`, `user`, `operator`), which the answers report as its scope.
  */
-export function limitsOfKey(
-  counterId: string,
-  own: RateLimitRule | undefined,
-  operator: RateLimitRule | undefined,
-): CountedLimit[] {
+export function limitsOfKey({ lineage, own, userId, user, operator }: KeyRateLimits): CountedLimit[] {
   const limits: CountedLimit[] = [];
-  if (own !== undefined) limits.push({ ...own, counter: `key:${counterId}` });
-  if (operator !== undefined) limits.push({ ...operator, counter: `operator:${counterId}` });
+  if (own !== undefined) limits.push({ ...own, counter: `key:${lineage}` });
+  if (user !== undefined) limits.push({ ...user, counter: `user:${userId}` });
+  if (operator !== undefined) limits.push({ ...operator, counter: `operator:${lineage}` });
   return limits;
 }
 

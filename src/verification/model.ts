@@ -78,7 +78,10 @@ export const CreditsState = t.Object(
     remaining: t.Number({ multipleOf: 1, description: 'Credits left after this answer.' }),
     scope: LimitScope,
   },
-  { description: 'VALID and USAGE_EXCEEDED answers of a key with credits: the pool drawn on.' },
+  {
+    description:
+      'VALID and USAGE_EXCEEDED answers of a key with credits (its own, or its user policy’s): the binding pool, the refusing one, else the one with fewer remaining.',
+  },
 );
 
 export const VerifyResponse = t.Object({

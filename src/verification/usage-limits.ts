@@ -1,12 +1,15 @@
 // What a key may still do once its verification would be VALID: the rate limits first (the key's own
-// and the operator's RATE_LIMIT, counted on its lineage so a key and its successor share them), then
-// the credits, taken last so that no other refusal takes any. A refusal for credits gives the rate
-// limit's admission back. A key with neither makes no call at all (and so no database round trip).
+// and the operator's RATE_LIMIT, counted on its lineage so a key and its successor share them, and its
+// user's policy's, one window for all the user's keys), then the credits (the key's pool and its
+// user's policy's pool), taken last so that no other refusal takes any. A refusal for credits gives
+// the rate limit's admission back. A key with none of these makes no call at all (and so no database
+// round trip).
 import { lineageOf, rateLimitOf } from '../apikeys/settings';
 import type { ApiKeyRow } from '../apikeys/store';
+import type { StoredPolicy } from '../apikeys/user-policy';
 import type { Clock } from '../core/clock';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
-import type { CreditsTake } from '../limits/credits';
+import type { CreditPools, PoolsTake } from '../limits/credits';
 import {
   type CountedLimit,
   consumeIfLimited,
@@ -43,12 +46,14 @@ export type UsageLimits = {
   limiter: RateLimiter;
   /** The operator's RATE_LIMIT; undefined: none. */
   operatorRule: RateLimitRule | undefined;
-  /** The store's guarded take from a lineage's credits, committed before it resolves. */
-  takeCredits(lineage: string, cost: number, now: number): Promise<CreditsTake | undefined>;
+  /** The store's guarded take from the pools, committed before it resolves. */
+  takeCredits(pools: CreditPools, cost: number, now: number): Promise<PoolsTake | undefined>;
+  /** The operator's policy of a user (at once when known); none when left out. */
+  policyOf?: (userId: number) => SyncOrAsync<StoredPolicy | undefined>;
   clock: Clock;
 };
 
-const ALLOWED: LimitsOutcome = { allowed: true };
+const ALLOWED: LimitsOutcome = Object.freeze({ allowed: true });
 
 /** Counts a verification of `row` costing `cost` credits against its limits and credits. */
 export function applyUsageLimits(
@@ -56,10 +61,32 @@ export function applyUsageLimits(
   row: ApiKeyRow,
   cost: number,
 ): SyncOrAsync<LimitsOutcome> {
+  const policy = limits.policyOf?.(row.userId);
+  return policy instanceof Promise
+    ? policy.then((known) => limitedBy(limits, row, cost, known))
+    : limitedBy(limits, row, cost, policy);
+}
+
+function limitedBy(
+  limits: UsageLimits,
+  row: ApiKeyRow,
+  cost: number,
+  policy: StoredPolicy | undefined,
+): SyncOrAsync<LimitsOutcome> {
   const own = rateLimitOf(row);
-  if (own === undefined && limits.operatorRule === undefined && row.credits == null) return ALLOWED;
+  const user = policy?.ratelimit ?? undefined;
+  const userPool = policy?.credits != null;
+  if (
+    own === undefined &&
+    user === undefined &&
+    limits.operatorRule === undefined &&
+    row.credits == null &&
+    !userPool
+  ) {
+    return ALLOWED;
+  }
   const lineage = lineageOf(row);
-  const counted = limitsOfKey(lineage, own, limits.operatorRule);
+  const counted = limitsOfKey({ lineage, own, userId: row.userId, user, operator: limits.operatorRule });
   return andThen(consumeIfLimited(limits.limiter, counted), (decision) => {
     const ratelimit = decision && reportOf(decision, counted);
     if (decision !== undefined && ratelimit !== undefined && !decision.allowed) {
@@ -70,14 +97,18 @@ export function applyUsageLimits(
         retryAfter: decision.retryAfterSeconds,
       } as const;
     }
-    if (row.credits == null) return ratelimit === undefined ? ALLOWED : { allowed: true, ratelimit };
-    return limits.takeCredits(lineage, cost, limits.clock()).then(
+    const allowed: LimitsOutcome & { allowed: true } =
+      ratelimit === undefined ? { allowed: true } : { allowed: true, ratelimit };
+    const pools: CreditPools = {};
+    if (row.credits != null) pools.key = lineage;
+    if (userPool) pools.user = row.userId;
+    if (pools.key === undefined && pools.user === undefined) return allowed;
+    return limits.takeCredits(pools, cost, limits.clock()).then(
       (take): SyncOrAsync<LimitsOutcome> => {
         // Removed by an update since the key was read: nothing to take from.
-        if (take === undefined) return ratelimit === undefined ? ALLOWED : { allowed: true, ratelimit };
-        const credits: CreditsReport = { remaining: take.credits.remaining, scope: 'key' };
-        if (take.taken)
-          return ratelimit === undefined ? { allowed: true, credits } : { allowed: true, ratelimit, credits };
+        if (take === undefined) return allowed;
+        const credits: CreditsReport = { remaining: take.credits.remaining, scope: take.pool };
+        if (take.taken) return { ...allowed, credits };
         const refused: LimitsOutcome = {
           allowed: false,
           code: 'USAGE_EXCEEDED',

@@ -127,22 +127,26 @@ describe('the answer of a rate-limited verification', () => {
 
 describe('which limits a key is under', () => {
   it('gives each limit its own counter, and a key without any never reaches the limiter', () => {
-    expect(limitsOfKey('kg_1', { limit: 5, duration: 10 }, { limit: 100, duration: 60 })).toEqual([
+    const operator = { limit: 100, duration: 60 };
+    expect(limitsOfKey({ lineage: 'kg_1', userId: 7, own: { limit: 5, duration: 10 }, operator })).toEqual([
       { counter: 'key:kg_1', limit: 5, duration: 10 },
       { counter: 'operator:kg_1', limit: 100, duration: 60 },
     ]);
-    expect(limitsOfKey('kg_1', undefined, { limit: 100, duration: 60 })).toEqual([
+    expect(limitsOfKey({ lineage: 'kg_1', userId: 7, operator })).toEqual([
       { counter: 'operator:kg_1', limit: 100, duration: 60 },
+    ]);
+    expect(limitsOfKey({ lineage: 'kg_1', userId: 7, user: { limit: 9, duration: 1 } })).toEqual([
+      { counter: 'user:7', limit: 9, duration: 1 },
     ]);
     const untouchable = new Proxy({} as RateLimiter, {
       get: () => {
         throw new Error('the limiter was used for a key without limits');
       },
     });
-    expect(consumeIfLimited(untouchable, limitsOfKey('kg_1', undefined, undefined))).toBeUndefined();
+    expect(consumeIfLimited(untouchable, limitsOfKey({ lineage: 'kg_1', userId: 7 }))).toBeUndefined();
     const { limiter } = limiterAt();
     expect(
-      consumeIfLimited(limiter, limitsOfKey('kg_1', { limit: 1, duration: 1 }, undefined)),
+      consumeIfLimited(limiter, limitsOfKey({ lineage: 'kg_1', userId: 7, own: { limit: 1, duration: 1 } })),
     ).toMatchObject({
       allowed: true,
     });

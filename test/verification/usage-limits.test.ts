@@ -314,3 +314,121 @@ describe('usage history', () => {
     ]);
   });
 });
+
+describe('a user’s policy', () => {
+  /** A fresh user with `policy` and `n` keys of their own, each with `settings`. */
+  async function userWith(
+    policy: Record<string, unknown>,
+    n: number,
+    settings: Record<string, unknown> = {},
+  ) {
+    const userId = nextUser++;
+    const put = await k.req('PUT', `/admin/users/${userId}/policy`, {
+      headers: await k.operator('ops'),
+      body: { ratelimit: null, credits: null, maxKeys: null, maxLevel: null, ...policy },
+    });
+    expect(put.status).toBe(200);
+    const keys: Key[] = [];
+    for (let i = 0; i < n; i++) {
+      const created = await k.req('POST', '/apikeys/jwt', {
+        headers: await k.bearer(userId),
+        body: { name: `key ${i}`, level: 1, expiresIn: 3600, ...settings },
+      });
+      expect(created.status).toBe(201);
+      keys.push(created.json.apikey);
+    }
+    return { userId, keys };
+  }
+
+  it('shares its rate limit among all the user’s keys: a burst split over two keys gets exactly the limit', async () => {
+    const { keys } = await userWith({ ratelimit: { limit: 5, duration: 60 } }, 2);
+    const [a, b] = keys as [Key, Key];
+    const answers: string[] = [];
+    for (let i = 0; i < 8; i++) answers.push((await verify(k, i % 2 === 0 ? a : b)).json.code);
+    expect(answers.filter((code) => code === 'VALID')).toHaveLength(5);
+    expect(answers.slice(5)).toEqual(['RATE_LIMITED', 'RATE_LIMITED', 'RATE_LIMITED']);
+    expect((await verify(k, a)).json).toMatchObject({
+      code: 'RATE_LIMITED',
+      ratelimit: { limit: 5, remaining: 0, scope: 'user' },
+    });
+  });
+
+  it('shares its credits pool: the keys together never take more than it holds', async () => {
+    const { keys } = await userWith({ credits: { remaining: 5 } }, 2);
+    const [a, b] = keys as [Key, Key];
+    expect((await verify(k, a, { cost: 2 })).json.credits).toEqual({ remaining: 3, scope: 'user' });
+    expect((await verify(k, b, { cost: 2 })).json.credits).toEqual({ remaining: 1, scope: 'user' });
+    expect((await verify(k, a, { cost: 2 })).json).toMatchObject({
+      code: 'USAGE_EXCEEDED',
+      credits: { remaining: 1, scope: 'user' },
+    });
+    expect((await verify(k, b)).json.credits).toEqual({ remaining: 0, scope: 'user' });
+    expect((await forwardAuth(k, a)).headers.get('x-keygate-code')).toBe('USAGE_EXCEEDED');
+  });
+
+  it('takes from both pools or from neither, and reports the binding one', async () => {
+    const { userId, keys } = await userWith({ credits: { remaining: 10 } }, 1, { credits: { remaining: 3 } });
+    const [key] = keys as [Key];
+    // The key's pool has fewer left: it binds.
+    expect((await verify(k, key, { cost: 2 })).json.credits).toEqual({ remaining: 1, scope: 'key' });
+    // The key's pool refuses: the user's pool keeps what it had (8).
+    expect((await verify(k, key, { cost: 2 })).json).toMatchObject({
+      code: 'USAGE_EXCEEDED',
+      credits: { remaining: 1, scope: 'key' },
+    });
+    const policy = await k.req('GET', `/admin/users/${userId}/policy`, { headers: await k.operator() });
+    expect(policy.json.policy.credits).toEqual({ remaining: 8 });
+    // The user's pool refuses first: the key's pool keeps its one.
+    const put = await k.req('PUT', `/admin/users/${userId}/policy`, {
+      headers: await k.operator(),
+      body: { ratelimit: null, credits: { remaining: 0 }, maxKeys: null, maxLevel: null },
+    });
+    expect(put.status).toBe(200);
+    expect((await verify(k, key)).json).toMatchObject({
+      code: 'USAGE_EXCEEDED',
+      credits: { remaining: 0, scope: 'user' },
+    });
+    const info = await k.req('GET', `/apikeys/${key.key}/jwt`, { headers: await k.bearer(userId) });
+    expect(info.json.apikey.credits).toEqual({ remaining: 1 });
+  });
+
+  it('applies beside the key’s own limit, which the owner cannot lift past the policy', async () => {
+    const { userId, keys } = await userWith({ ratelimit: { limit: 2, duration: 60 } }, 1, {
+      ratelimit: { limit: 1, duration: 60 },
+    });
+    const [key] = keys as [Key];
+    expect((await verify(k, key)).json.ratelimit).toMatchObject({ limit: 1, remaining: 0, scope: 'key' });
+    // The owner removes the key's own limit: the policy's still holds (one of two left).
+    const lifted = await k.req('PATCH', `/apikeys/${key.key}/jwt`, {
+      headers: await k.bearer(userId),
+      body: { ratelimit: null },
+    });
+    expect(lifted.status).toBe(200);
+    expect(lifted.json.apikey.policy.ratelimit).toEqual({ limit: 2, duration: 60 });
+    expect(await codes(k, key, 2)).toEqual(['VALID', 'RATE_LIMITED']);
+    // A new key of the same user (unconstrained) shares the same used-up window.
+    const fresh = await k.req('POST', '/apikeys/jwt', {
+      headers: await k.bearer(userId),
+      body: { name: 'escape', level: 1, expiresIn: 60 },
+    });
+    expect((await verify(k, fresh.json.apikey)).json).toMatchObject({
+      code: 'RATE_LIMITED',
+      ratelimit: { scope: 'user' },
+    });
+  });
+
+  it('stops applying once it is removed', async () => {
+    const { userId, keys } = await userWith(
+      { ratelimit: { limit: 1, duration: 60 }, credits: { remaining: 0 } },
+      1,
+    );
+    const [key] = keys as [Key];
+    expect((await verify(k, key)).json.code).toBe('USAGE_EXCEEDED');
+    const removed = await k.req('DELETE', `/admin/users/${userId}/policy`, { headers: await k.operator() });
+    expect(removed.status).toBe(204);
+    expect((await verify(k, key)).json).toEqual(
+      expect.not.objectContaining({ ratelimit: expect.anything() }),
+    );
+    expect(await codes(k, key, 3)).toEqual(['VALID', 'VALID', 'VALID']);
+  });
+});

@@ -1,15 +1,15 @@
 // The ApiKeyStore on SQLite: writes go through the group-commit writer and resolve once committed;
 // reads are prepared statements (synchronous underneath, Promises outside).
 
-import type { SQLQueryBindings } from 'bun:sqlite';
 import { and, count, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
-import { SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
 import { lineageOf } from '../../apikeys/settings';
 import { type ApiKeyRow, type ApiKeyStore, StoreUnavailableError } from '../../apikeys/store';
-import { KEY_CREDITS_COLUMNS, renderedTake, type TakenRow, takeOutcome } from '../credits-take';
+import type { PoolsTake } from '../../limits/credits';
+import { secondPoolRefusal, takeFromPools } from '../credits-take';
 import { keyChanges } from '../key-changes';
 import { withCredits } from '../key-rows';
 import { checkpointInBackground } from './checkpoints';
+import { sqliteCreditTakes } from './credits';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
 import { apiKeys, keyCredits, keyUsage, userKeyCounts, userPolicies } from './schema';
@@ -115,13 +115,7 @@ export function createSqliteApiKeyStore(
       ),
     )
     .prepare();
-  const take = renderedTake(new SQLiteSyncDialect(), KEY_CREDITS_COLUMNS);
-  const takeStatement = db.$client.prepare<TakenRow, SQLQueryBindings[]>(take.text);
-  const readCredits = db
-    .select()
-    .from(keyCredits)
-    .where(eq(keyCredits.lineage, sql.placeholder('lineage')))
-    .prepare();
+  const takeFrom = sqliteCreditTakes(db.$client);
 
   const dropCreditsOfGone = (lineages: Iterable<string>) => {
     for (const lineage of new Set(lineages)) deleteOrphanCredits.run({ lineage });
@@ -385,12 +379,13 @@ export function createSqliteApiKeyStore(
         .then((updated) => updated?.row);
     },
 
-    takeCredits(lineage, cost, now) {
-      return writer.write(() => {
-        const taken =
-          takeStatement.get(...(take.params(lineage, cost, now) as SQLQueryBindings[])) ?? undefined;
-        return takeOutcome(taken, taken === undefined ? readCredits.get({ lineage }) : undefined, cost, now);
-      });
+    takeCredits(pools, cost, now) {
+      // One job of the group commit: a refusal by the key's pool rolls the user's take back with it.
+      return writer
+        .write(
+          () => takeFromPools(pools, (pool, id) => takeFrom(pool, id, cost, now)) as PoolsTake | undefined,
+        )
+        .catch(secondPoolRefusal);
     },
 
     deleteExpiredBatch(now, limit) {

@@ -1,0 +1,60 @@
+// The guarded takes of credits on PostgreSQL, from a key's (lineage's) pool and from a user's
+// policy's pool. One pool: one statement committed on its own, exact however many replicas take at
+// once. Two pools: one transaction, the user's pool first (so two keys of one user lock the rows in
+// the same order), rolled back whole when the key's pool refuses.
+import type { SQL } from 'bun';
+import { PgDialect } from 'drizzle-orm/pg-core';
+import type { CreditPools, CreditsPool, CreditsTake, PoolsTake } from '../../limits/credits';
+import {
+  type CreditsColumns,
+  KEY_CREDITS_COLUMNS,
+  renderedTake,
+  secondPoolRefusal,
+  type TakenRow,
+  takeFromPools,
+  takeOutcome,
+  USER_CREDITS_COLUMNS,
+} from '../credits-take';
+import { unavailableOr } from './unavailable';
+
+type StoredRow = TakenRow;
+
+export function postgresCreditTakes(sql: SQL) {
+  const dialect = new PgDialect();
+  const prepare = (columns: CreditsColumns) => ({
+    take: renderedTake(dialect, columns),
+    read: `SELECT remaining, refill_amount, refill_interval_ms, refilled_at FROM ${columns.table} WHERE ${columns.id} = $1`,
+  });
+  const pools = { key: prepare(KEY_CREDITS_COLUMNS), user: prepare(USER_CREDITS_COLUMNS) };
+
+  const takeFrom = async (
+    client: Pick<SQL, 'unsafe'>,
+    pool: CreditsPool,
+    id: string | number,
+    cost: number,
+    now: number,
+  ): Promise<CreditsTake | undefined> => {
+    const { take, read } = pools[pool];
+    const [taken] = (await client.unsafe(take.text, take.params(id, cost, now))) as TakenRow[];
+    if (taken !== undefined) return takeOutcome(taken, undefined, cost, now);
+    const [row] = (await client.unsafe(read, [id])) as StoredRow[];
+    return takeOutcome(
+      undefined,
+      row && {
+        remaining: Number(row.remaining),
+        refillAmount: row.refill_amount === null ? null : Number(row.refill_amount),
+        refillIntervalMs: row.refill_interval_ms === null ? null : Number(row.refill_interval_ms),
+        refilledAt: Number(row.refilled_at),
+      },
+      cost,
+      now,
+    );
+  };
+
+  return (creditPools: CreditPools, cost: number, now: number): Promise<PoolsTake | undefined> => {
+    const both = creditPools.key !== undefined && creditPools.user !== undefined;
+    const run = (client: Pick<SQL, 'unsafe'>) =>
+      Promise.resolve(takeFromPools(creditPools, (pool, id) => takeFrom(client, pool, id, cost, now)));
+    return (both ? sql.begin((tx) => run(tx)) : run(sql)).catch(secondPoolRefusal).catch(unavailableOr);
+  };
+}
