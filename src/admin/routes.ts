@@ -216,7 +216,7 @@ export function adminRoutes({
         const userId = userIdOf(params.userId);
         const { id: requestId, signal } = contextOf(request);
         const deleted = await admin.revokeAllKeys(userId, signal);
-        audit.revokedAll({ userId, count: deleted, by: operator.by, requestId });
+        events.revokedAll({ userId, count: deleted, by: operator.by, requestId });
         return { result: 'success' as const, deleted };
       },
       {

@@ -11,6 +11,8 @@ export type KeyEvents = {
   rotated(change: KeyChange & { previousKey: string }): void;
   /** `changed` names the properties changed, never their values (meta is the owner's). */
   updated(change: KeyChange & { changed: string[] }): void;
+  /** Every key of a user revoked at once (the operator's revoke-all): one event, however many went. */
+  revokedAll(change: { userId: number; count: number; by: string; requestId: string }): void;
 };
 
 export type AuditLog = ReturnType<typeof createAuditLog>;
@@ -21,11 +23,12 @@ export function createAuditLog(logger: Pick<Logger, 'info'>) {
     deleted: (change: KeyChange) => logger.info('apikey.deleted', change),
     rotated: (change: KeyChange & { previousKey: string }) => logger.info('apikey.rotated', change),
     updated: (change: KeyChange & { changed: string[] }) => logger.info('apikey.updated', change),
+    revokedAll: (change) => logger.info('apikeys.revoked', change),
     /** Once per purge pass that removed any. */
     purged(count: number, ms: number) {
       if (count > 0) logger.info('apikeys.purged', { count, ms });
     },
-  } satisfies KeyEvents & Record<string, unknown>;
+  } satisfies KeyEvents & Record<string, unknown> as KeyEvents & { purged(count: number, ms: number): void };
 }
 
 /** Every listener told of each event, in order. */
@@ -43,6 +46,9 @@ export function allKeyEvents(...listeners: (KeyEvents | undefined)[]): KeyEvents
     },
     updated: (change) => {
       for (const listener of present) listener.updated(change);
+    },
+    revokedAll: (change) => {
+      for (const listener of present) listener.revokedAll(change);
     },
   };
 }

@@ -134,6 +134,7 @@ export function createMetrics(options: {
       deleted: () => keysDeleted.inc({ reason: 'revoked' }),
       rotated: () => keysRotated.inc(),
       updated: () => undefined,
+      revokedAll: ({ count }) => keysDeleted.inc({ reason: 'revoked' }, count),
     } as KeyEvents,
     verification(path: VerificationPath, scheme: VerificationScheme, code: string): void {
       verifications.inc({ path, scheme, code });

@@ -221,6 +221,14 @@ describe('metrics through the API', () => {
     ).toBe(2);
   });
 
+  it('count every key an operator’s revoke-all removed as revoked', async () => {
+    const k = await testKeygate({ METRICS_PORT: '0' });
+    for (let i = 0; i < 3; i++) await k.createKey(12);
+    const revoked = await k.req('DELETE', '/admin/users/12/apikeys', { headers: await k.operator('ops') });
+    expect(revoked.json).toEqual({ result: 'success', deleted: 3 });
+    expect(sampleValue(await scrape(k), 'keygate_keys_deleted_total', { reason: 'revoked' })).toBe(3);
+  });
+
   it('count rotations, and key-cache hits and misses', async () => {
     const k = await testKeygate({ METRICS_PORT: '0' });
     const key = await k.createKey(8, { level: 1 });
