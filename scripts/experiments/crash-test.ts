@@ -346,9 +346,12 @@ async function verifyOverHttp(server: RunningKeygate, cycle: number): Promise<vo
       JSON.stringify({ name: 'x', level: 8, expiresIn: 60 }),
     );
     const answer = (await probe.json()) as Answer;
-    // Level 8 is above every key here: 403 "You may create keys up to level" means it authenticated.
+    // A rotated-out key that authenticates is retiring, and a create with it is refused for that
+    // (403 "This key was rotated and is retiring"); one that does not is refused as unknown.
     const authenticated =
-      probe.status === 403 && String(answer.error).startsWith('You may create keys up to level');
+      probe.status === 403 &&
+      (String(answer.error).startsWith('This key was rotated and is retiring') ||
+        String(answer.error).startsWith('You may create keys up to level'));
     if (authenticated !== shouldAuthenticate) {
       brokenRotations++;
       problems.push(
