@@ -183,6 +183,22 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate limits and credits on replicas
     await sql.close();
   }, 60_000);
 
+  it("a replica's kill -9 loses no count: the other replica goes on from where it stopped", async () => {
+    const { url, sql } = await emptyDatabase();
+    const [victim, survivor] = (await replicas(url, 2)) as [Replica, Replica];
+    const limited = await create(victim, { ratelimit: { limit: 10, duration: 3600 } });
+    const credited = await create(victim, { credits: { remaining: 10 } });
+    expect(await burst([victim], limited, 6)).toEqual({ VALID: 6 });
+    expect(await burst([victim], credited, 6)).toEqual({ VALID: 6 });
+    await victim.kill();
+    expect(await burst([survivor], limited, 6)).toEqual({ VALID: 4, RATE_LIMITED: 2 });
+    expect(await burst([survivor], credited, 6)).toEqual({ VALID: 4, USAGE_EXCEEDED: 2 });
+    // And a restarted replica counts on the same rows.
+    const [restarted] = (await replicas(url, 1)) as [Replica];
+    expect(await burst([restarted], limited, 1)).toEqual({ RATE_LIMITED: 1 });
+    await sql.close();
+  }, 60_000);
+
   it('with PostgreSQL stopped, a cached key with a limit or credits answers 503, an unlimited one still verifies', async () => {
     // Its own server: stopping the run's shared one would stop every other test's databases.
     const server = await startPostgres();
