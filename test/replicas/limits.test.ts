@@ -199,6 +199,27 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate limits and credits on replicas
     await sql.close();
   }, 60_000);
 
+  it('a crash of PostgreSQL itself starts rate-limit counts afresh (an unlogged table) and keeps credits', async () => {
+    // Its own server: crashing the run's shared one would stop every other test's databases.
+    const server = await startPostgres();
+    try {
+      const [one] = (await replicas(server.url, 1)) as [Replica];
+      const limited = await create(one, { ratelimit: { limit: 5, duration: 3600 } });
+      const credited = await create(one, { credits: { remaining: 5 } });
+      expect(await burst([one], limited, 3)).toEqual({ VALID: 3 });
+      expect(await burst([one], credited, 3)).toEqual({ VALID: 3 });
+      server.stop('immediate');
+      server.start();
+      await within(10_000, async () => (await one.req('GET', '/health')).status === 200);
+      // Documented: the counts are gone with the crash, so the whole limit is there again ...
+      expect(await burst([one], limited, 6)).toEqual({ VALID: 5, RATE_LIMITED: 1 });
+      // ... while the credits, committed to a logged table, are not.
+      expect(await burst([one], credited, 3)).toEqual({ VALID: 2, USAGE_EXCEEDED: 1 });
+    } finally {
+      server.destroy();
+    }
+  }, 90_000);
+
   it('with PostgreSQL stopped, a cached key with a limit or credits answers 503, an unlimited one still verifies', async () => {
     // Its own server: stopping the run's shared one would stop every other test's databases.
     const server = await startPostgres();
