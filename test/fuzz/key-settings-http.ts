@@ -676,39 +676,46 @@ function settingsText(s: Settings, nullSetting = false): { parts: string[]; vali
     parts.push('"meta":null');
     validity.push(s.meta === undefined ? false : undefined);
   }
-  return {
-    parts,
-    valid: validity.includes(false) ? false : validity.includes(undefined) ? undefined : true,
-  };
+  return { parts, valid: together(validity) };
 }
 
+/** What a request must get: the exact status (undefined: not judged) and what its success must show. */
 type Expectation = { status: number | undefined; check?: (json: Record<string, unknown>) => void };
 
-/** Runs one request, checks the invariants, and updates the world. */
-async function exchange(world: World, r: SettingsRequest, stats: SettingsStats): Promise<void> {
-  const k = world.k;
-  const headers: Record<string, string> = {};
-  let method = 'POST';
-  let path = '';
-  let body: string | undefined;
-  let expected: Expectation = { status: undefined };
-  const v = (message: string) =>
-    world.violations.push(`${message} — request ${JSON.stringify(r).slice(0, 700)}`);
-  const now = k.time.now;
+/** A request ready to send, and what it must get. */
+type Built = {
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  body?: string;
+  expected: Expectation;
+};
 
-  if (r.kind === 'create') {
-    const auth = r.scheme === 'jwt' ? await authorizationOf(world, r.who) : undefined;
-    const parent = r.scheme === 'key' && r.who.kind === 'key' ? world.pick(r.who.ref) : undefined;
-    if (auth !== undefined) headers.authorization = auth;
-    if (parent !== undefined) headers.authorization = basicOf(parent);
-    path = `/apikeys/${r.scheme}`;
-    const { parts, valid } = settingsText(r.settings, r.nullSetting);
-    const all = ['"name":"fuzz"', `"level":${r.level}`, '"expiresIn":3600', ...parts];
-    if (r.unknown) all.push('"userId":1');
-    if (r.twice) all.push(all[0] as string);
-    body = `{${all.join(',')}}`;
-    if (r.scheme === 'jwt' && r.who.kind === 'owner' && !r.twice) {
-      expected = {
+type Report = (message: string) => void;
+
+const NOT_JUDGED: Expectation = { status: undefined };
+
+/** The validity of several values together: false when any is refused, undefined when any is not judged. */
+const together = (values: Array<boolean | undefined>): boolean | undefined =>
+  values.includes(false) ? false : values.includes(undefined) ? undefined : true;
+
+async function buildCreate(
+  world: World,
+  r: Extract<SettingsRequest, { kind: 'create' }>,
+  v: Report,
+): Promise<Built> {
+  const headers: Record<string, string> = {};
+  const parent = r.scheme === 'key' && r.who.kind === 'key' ? world.pick(r.who.ref) : undefined;
+  const auth = r.scheme === 'jwt' ? await authorizationOf(world, r.who) : parent && basicOf(parent);
+  if (auth !== undefined) headers.authorization = auth;
+  const { parts, valid } = settingsText(r.settings, r.nullSetting);
+  const all = ['"name":"fuzz"', `"level":${r.level}`, '"expiresIn":3600', ...parts];
+  if (r.unknown) all.push('"userId":1');
+  if (r.twice) all.push(all[0] as string);
+  const judgedHere = r.scheme === 'jwt' && r.who.kind === 'owner' && !r.twice;
+  const expected: Expectation = !judgedHere
+    ? NOT_JUDGED
+    : {
         status: r.unknown || valid === false ? 400 : valid === true ? 201 : undefined,
         check: (json) => {
           const apikey = json.apikey as Record<string, unknown>;
@@ -725,68 +732,57 @@ async function exchange(world: World, r: SettingsRequest, stats: SettingsStats):
           if (extra.length > 0) v(`create answered settings it was not given: ${extra.join()}`);
         },
       };
-    }
-  } else if (r.kind === 'update') {
-    const { id, key } = idOf(world, r.target);
-    method = 'PATCH';
-    path = `/apikeys/${id}/${r.scheme}`;
-    const auth =
-      r.scheme === 'jwt'
-        ? await authorizationOf(world, r.who)
-        : r.who.kind === 'key'
-          ? await authorizationOf(world, r.who)
-          : undefined;
-    if (auth !== undefined) headers.authorization = auth;
-    const { parts } = settingsText(r.settings);
-    const plain: Array<[string, Value | undefined]> = [
-      ['name', r.name],
-      ['level', r.level],
-      ['expiresIn', r.expiresIn],
-    ];
-    for (const [name, value] of plain)
-      if (value !== undefined) parts.unshift(`${JSON.stringify(name)}:${value.text}`);
-    // null for meta, ratelimit and credits removes them: valid in an update.
-    const settingValidity = Object.values(r.settings).map((value) => (value === NULL ? true : value?.valid));
-    const plainValidity = plain.filter(([, value]) => value !== undefined).map(([, value]) => value?.valid);
-    const all = [...settingValidity, ...plainValidity];
-    if (r.unknown) parts.push('"userId":1');
-    if (r.twice && parts.length > 0) parts.push(parts[0] as string);
-    body = `{${parts.join(',')}}`;
-    const valid =
-      parts.length === 0 || r.unknown || all.includes(false)
-        ? false
-        : all.includes(undefined) || r.twice
-          ? undefined
-          : true;
-    if (r.scheme === 'jwt' && (r.who.kind === 'owner' || r.who.kind === 'other-user') && !r.twice) {
-      const caller = r.who.kind === 'owner' ? USER : OTHER_USER;
-      const visible = key !== undefined && world.isLive(key) && key.userId === caller;
-      const idOk = r.target.kind !== 'raw';
-      expected = {
-        status: !idOk
-          ? undefined
-          : valid === false
-            ? 400
-            : valid === undefined
-              ? undefined
-              : visible
-                ? 200
-                : 404,
+  return { method: 'POST', path: `/apikeys/${r.scheme}`, headers, body: `{${all.join(',')}}`, expected };
+}
+
+async function buildUpdate(
+  world: World,
+  r: Extract<SettingsRequest, { kind: 'update' }>,
+  v: Report,
+): Promise<Built> {
+  const headers: Record<string, string> = {};
+  const { id, key } = idOf(world, r.target);
+  const auth = r.scheme === 'jwt' || r.who.kind === 'key' ? await authorizationOf(world, r.who) : undefined;
+  if (auth !== undefined) headers.authorization = auth;
+  const { parts } = settingsText(r.settings);
+  const plain: Array<[string, Value | undefined]> = [
+    ['name', r.name],
+    ['level', r.level],
+    ['expiresIn', r.expiresIn],
+  ];
+  for (const [name, value] of plain)
+    if (value !== undefined) parts.unshift(`${JSON.stringify(name)}:${value.text}`);
+  const given = [...plain, ...Object.entries(r.settings)].filter(
+    (entry): entry is [string, Value] => entry[1] !== undefined,
+  );
+  // null for meta, ratelimit and credits removes them: valid in an update.
+  const values = together(given.map(([, value]) => (value === NULL ? true : value.valid)));
+  if (r.unknown) parts.push('"userId":1');
+  if (r.twice && parts.length > 0) parts.push(parts[0] as string);
+  // An empty object or an unknown property is refused; a property given twice is not judged.
+  const valid = parts.length === 0 || r.unknown || values === false ? false : r.twice ? undefined : values;
+  const judgedHere =
+    r.scheme === 'jwt' && (r.who.kind === 'owner' || r.who.kind === 'other-user') && r.target.kind !== 'raw';
+  const caller = r.who.kind === 'owner' ? USER : OTHER_USER;
+  // As for a delete: another user's, an expired or an unknown key is 404, after the body's 400.
+  const visible = key !== undefined && world.isLive(key) && key.userId === caller;
+  const now = world.k.time.now;
+  const expected: Expectation = !judgedHere
+    ? NOT_JUDGED
+    : {
+        status: valid === false ? 400 : valid === undefined ? undefined : visible ? 200 : 404,
         check: (json) => {
           const apikey = json.apikey as Record<string, unknown>;
-          const sent: Record<string, unknown> = {};
-          for (const [name, value] of [...plain, ...Object.entries(r.settings)] as Array<
-            [string, Value | undefined]
-          >) {
-            if (value === undefined || name === 'expiresIn') continue;
-            sent[name] = value.value;
-          }
-          for (const [name, value] of Object.entries(sent)) {
+          for (const [name, value] of given) {
+            if (name === 'expiresIn') continue;
             const shown = apikey[name];
-            const same = value === null ? !(name in apikey) : JSON.stringify(shown) === JSON.stringify(value);
+            const same =
+              value.value === null
+                ? !(name in apikey)
+                : JSON.stringify(shown) === JSON.stringify(value.value);
             if (!same)
               v(
-                `update shows ${name} ${JSON.stringify(shown)?.slice(0, 200)}, sent ${JSON.stringify(value)?.slice(0, 200)}`,
+                `update shows ${name} ${JSON.stringify(shown)?.slice(0, 200)}, sent ${value.text.slice(0, 200)}`,
               );
           }
           if (
@@ -796,82 +792,116 @@ async function exchange(world: World, r: SettingsRequest, stats: SettingsStats):
             v(`update set expiresAt ${apikey.expiresAt}, not now + ${r.expiresIn.text} s`);
         },
       };
-    }
-  } else if (r.kind === 'usage') {
-    const { id, key } = idOf(world, r.target);
-    method = 'GET';
-    path = `/apikeys/${id}/usage/${r.scheme}${r.query}`;
-    const auth = await authorizationOf(
-      world,
-      r.scheme === 'jwt' || r.who.kind === 'key' ? r.who : { kind: 'none' },
-    );
-    if (auth !== undefined) headers.authorization = auth;
-    if (r.scheme === 'jwt' && r.who.kind === 'owner' && r.target.kind !== 'raw') {
-      const visible = key !== undefined && world.isLive(key) && key.userId === USER;
-      expected = {
+  return {
+    method: 'PATCH',
+    path: `/apikeys/${id}/${r.scheme}`,
+    headers,
+    body: `{${parts.join(',')}}`,
+    expected,
+  };
+}
+
+async function buildUsage(
+  world: World,
+  r: Extract<SettingsRequest, { kind: 'usage' }>,
+  v: Report,
+): Promise<Built> {
+  const headers: Record<string, string> = {};
+  const { id, key } = idOf(world, r.target);
+  const auth = r.scheme === 'jwt' || r.who.kind === 'key' ? await authorizationOf(world, r.who) : undefined;
+  if (auth !== undefined) headers.authorization = auth;
+  const judgedHere = r.scheme === 'jwt' && r.who.kind === 'owner' && r.target.kind !== 'raw';
+  const visible = key !== undefined && world.isLive(key) && key.userId === USER;
+  const expected: Expectation = !judgedHere
+    ? NOT_JUDGED
+    : {
         status: r.queryValid === false ? 400 : r.queryValid === undefined ? undefined : visible ? 200 : 404,
         check: (json) => {
           if (!Array.isArray(json.usage)) v('usage answered without a usage array');
         },
       };
-    }
-  } else if (r.kind === 'verify') {
-    const { id, key } = idOf(world, r.target);
-    const secret = key === undefined || r.wrongSecret ? 'A'.repeat(43) : key.secret;
-    const parts = [`"key":${JSON.stringify(id)}`, `"secret":${JSON.stringify(secret)}`];
-    if (r.cost !== undefined) parts.push(`"cost":${r.cost.text}`);
-    if (r.minLevel !== undefined) parts.push(`"minLevel":${r.minLevel}`);
-    if (r.twice) parts.push(parts[0] as string);
-    path = '/apikeys/verify';
-    body = `{${parts.join(',')}}`;
-    if (!r.twice) {
-      const valid = r.cost === undefined ? true : r.cost.valid;
-      expected = {
-        status: valid === false ? 400 : valid === true ? 200 : undefined,
-        check: (json) => {
-          if (!VERIFY_CODES.includes(String(json.code))) v(`verify answered code ${json.code}`);
-          if (json.valid !== (json.code === 'VALID')) v(`verify: valid ${json.valid} with ${json.code}`);
-          const credits = json.credits as { remaining?: unknown } | undefined;
-          if (
-            credits !== undefined &&
-            !(Number.isInteger(credits.remaining) && Number(credits.remaining) >= 0)
-          )
-            v(`verify reported credits ${JSON.stringify(credits)}`);
-          if (
-            json.code === 'RATE_LIMITED' &&
-            !(Number.isInteger(json.retryAfter) && Number(json.retryAfter) >= 1)
-          )
-            v(`RATE_LIMITED with retryAfter ${json.retryAfter}`);
-          if (json.code === 'VALID' && (key === undefined || r.wrongSecret))
-            v('VALID for a wrong secret or an unknown key');
-        },
-      };
-    }
-  } else if (r.kind === 'forward-auth') {
-    const { id, key } = idOf(world, r.target);
-    method = 'GET';
-    path = `/forward-auth${r.minLevel === undefined ? '' : `?minLevel=${r.minLevel}`}`;
-    headers['x-api-key'] = id;
-    headers['x-api-secret'] = key?.secret ?? 'A'.repeat(43);
-  } else {
-    method = r.method;
-    const known = world.pick(0);
-    path =
-      r.path === 'create'
-        ? '/apikeys/jwt'
-        : r.path === 'verify'
-          ? '/apikeys/verify'
-          : `/apikeys/${known?.key ?? 'kg_0000000000000000000000'}/jwt`;
-    if (r.path === 'update') method = 'PATCH';
-    headers.authorization = await world.bearer(USER);
-    body = r.body;
-    if (r.contentType !== '') headers['content-type'] = r.contentType;
+  return { method: 'GET', path: `/apikeys/${id}/usage/${r.scheme}${r.query}`, headers, expected };
+}
+
+function buildVerify(world: World, r: Extract<SettingsRequest, { kind: 'verify' }>, v: Report): Built {
+  const { id, key } = idOf(world, r.target);
+  const secret = key === undefined || r.wrongSecret ? 'A'.repeat(43) : key.secret;
+  const parts = [`"key":${JSON.stringify(id)}`, `"secret":${JSON.stringify(secret)}`];
+  if (r.cost !== undefined) parts.push(`"cost":${r.cost.text}`);
+  if (r.minLevel !== undefined) parts.push(`"minLevel":${r.minLevel}`);
+  if (r.twice) parts.push(parts[0] as string);
+  const valid = r.twice ? undefined : r.cost === undefined ? true : r.cost.valid;
+  const expected: Expectation = {
+    status: valid === false ? 400 : valid === true ? 200 : undefined,
+    check: (json) => {
+      if (!VERIFY_CODES.includes(String(json.code))) v(`verify answered code ${json.code}`);
+      if (json.valid !== (json.code === 'VALID')) v(`verify: valid ${json.valid} with ${json.code}`);
+      const credits = json.credits as { remaining?: unknown } | undefined;
+      if (credits !== undefined && !(Number.isInteger(credits.remaining) && Number(credits.remaining) >= 0))
+        v(`verify reported credits ${JSON.stringify(credits)}`);
+      if (
+        json.code === 'RATE_LIMITED' &&
+        !(Number.isInteger(json.retryAfter) && Number(json.retryAfter) >= 1)
+      )
+        v(`RATE_LIMITED with retryAfter ${json.retryAfter}`);
+      if (json.code === 'VALID' && (key === undefined || r.wrongSecret))
+        v('VALID for a wrong secret or an unknown key');
+    },
+  };
+  return { method: 'POST', path: '/apikeys/verify', headers: {}, body: `{${parts.join(',')}}`, expected };
+}
+
+function buildForwardAuth(world: World, r: Extract<SettingsRequest, { kind: 'forward-auth' }>): Built {
+  const { id, key } = idOf(world, r.target);
+  return {
+    method: 'GET',
+    path: `/forward-auth${r.minLevel === undefined ? '' : `?minLevel=${r.minLevel}`}`,
+    headers: { 'x-api-key': id, 'x-api-secret': key?.secret ?? 'A'.repeat(43) },
+    expected: NOT_JUDGED,
+  };
+}
+
+async function buildRaw(world: World, r: Extract<SettingsRequest, { kind: 'raw' }>): Promise<Built> {
+  const known = world.pick(0)?.key ?? 'kg_0000000000000000000000';
+  const path = { create: '/apikeys/jwt', verify: '/apikeys/verify', update: `/apikeys/${known}/jwt` }[r.path];
+  const headers: Record<string, string> = { authorization: await world.bearer(USER) };
+  if (r.contentType !== '') headers['content-type'] = r.contentType;
+  return {
+    method: r.path === 'update' ? 'PATCH' : r.method,
+    path,
+    headers,
+    body: r.body,
+    expected: NOT_JUDGED,
+  };
+}
+
+function build(world: World, r: SettingsRequest, v: Report): Built | Promise<Built> {
+  switch (r.kind) {
+    case 'create':
+      return buildCreate(world, r, v);
+    case 'update':
+      return buildUpdate(world, r, v);
+    case 'usage':
+      return buildUsage(world, r, v);
+    case 'verify':
+      return buildVerify(world, r, v);
+    case 'forward-auth':
+      return buildForwardAuth(world, r);
+    case 'raw':
+      return buildRaw(world, r);
   }
+}
+
+/** Sends one request, checks the invariants and its expectation, and updates the world. */
+async function exchange(world: World, r: SettingsRequest, stats: SettingsStats): Promise<void> {
+  const v: Report = (message) =>
+    world.violations.push(`${message} — request ${JSON.stringify(r).slice(0, 700)}`);
+  const { method, path, headers, body, expected } = await build(world, r, v);
   if (body !== undefined && headers['content-type'] === undefined)
     headers['content-type'] = 'application/json';
 
   stats.requests++;
-  const response = await k.req(method, path, { headers, body });
+  const response = await world.k.req(method, path, { headers, body });
   const route = r.kind === 'raw' ? `raw ${r.path}` : r.kind;
   stats.routes[route] ??= {};
   const byRoute = stats.routes[route] as Record<number, number>;
