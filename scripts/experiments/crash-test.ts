@@ -1,6 +1,8 @@
 // Crash and restart under load: is every acknowledged write still there after a SIGKILL?
-//   flock /tmp/keygate-load.lock bun scripts/experiments/crash-test.ts [--cycles 25] [--workers 24] [--max-seconds 300]
-// Each cycle starts dist/keygate on the same database, drives concurrent creates (both schemes),
+//   flock /tmp/keygate-load.lock bun scripts/experiments/crash-test.ts [--cycles 25] [--workers 24]
+//     [--spenders 8] [--max-seconds 300] [--engine sqlite|postgres]
+// Each cycle starts dist/keygate on the same database (a SQLite file, or a throwaway PostgreSQL
+// server that is never killed itself), drives concurrent creates (both schemes),
 // deletes (both schemes), rotations (both schemes; grace period 0, none given, 2 s or an hour) and
 // authenticated calls, SIGKILLs it at a random moment, and then checks, after the next start has
 // recovered the WAL:
@@ -14,12 +16,15 @@
 //  - a rotation whose answer never came is whole or absent: either the old key at its original
 //    expiry and no new key, or exactly one new key (same name, user, level, expiry) and the old key
 //    gone or shortened. Both keys at their original expiry, or neither key, is a half-rotation;
-//  - PRAGMA integrity_check answers ok.
+//  - PRAGMA integrity_check answers ok (SQLite);
+//  - keys with credits, verified concurrently by `--spenders` workers, never gave more VALID answers
+//    than the credits they lost, and lost no more than those plus the verifications in flight; keys
+//    updated over and over (name, ratelimit and credits in one PATCH) are seen whole, never half
+//    (support/crash-credits.ts).
 // Creates and deletes whose answer never arrived may have landed either way and are not judged.
-import { Database } from 'bun:sqlite';
-import { rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { hashSecret } from '../../src/apikeys/secrets';
+import { crashCredits } from './support/crash-credits';
+import { crashDatabase, type Snapshot } from './support/crash-database';
 import {
   flag,
   jwt,
@@ -28,12 +33,15 @@ import {
   round,
   spawnKeygate,
   startKeygate,
-  tempDir,
 } from './support/server';
 
 const cycles = flag('cycles', 25);
 const workers = flag('workers', 24);
 const maxSeconds = flag('max-seconds', 300);
+const spenders = flag('spenders', 8);
+const engineAt = process.argv.indexOf('--engine');
+const engine = engineAt === -1 ? 'sqlite' : process.argv[engineAt + 1];
+if (engine !== 'sqlite' && engine !== 'postgres') throw new Error('--engine is sqlite or postgres');
 const HTTP_SAMPLE = 40;
 
 type Acked = { key: string; secret: string; userId: number; name: string; level: number; expiresAt: number };
@@ -47,8 +55,9 @@ type Graced = Acked & { graceUntil: number };
 /** A rotation sent, its answer not (yet) received; judged after the restart if it never came. */
 type PendingRotation = { old: Acked };
 
-const dir = tempDir('crash');
-const databaseUrl = join(dir, 'keygate.db');
+const database = await crashDatabase(engine);
+const databaseUrl = database.url;
+const credits = crashCredits();
 const live = new Map<string, Acked>(); // acknowledged created, not acknowledged deleted
 const deleted = new Set<string>(); // acknowledged deleted
 const inDoubt = new Set<string>(); // a delete was sent, its answer never came
@@ -227,44 +236,36 @@ async function load(server: RunningKeygate, until: () => boolean): Promise<void>
   );
 }
 
-function verifyDatabase(cycle: number): void {
-  const db = new Database(databaseUrl, { readonly: true });
-  try {
-    const integrity = (db.query('PRAGMA integrity_check').all() as Array<{ integrity_check: string }>).map(
-      (r) => r.integrity_check,
-    );
-    if (integrity.join() !== 'ok')
-      problems.push(`cycle ${cycle}: integrity_check: ${integrity.join('; ').slice(0, 300)}`);
-    const find = db.query('SELECT secret_hash AS hash FROM api_keys WHERE id = ?');
-    let lost = 0;
-    for (const k of live.values()) {
-      const row = find.get(k.key) as { hash: Uint8Array } | null;
-      if (!row || !Buffer.from(row.hash).equals(hashSecret(k.secret))) lost++;
-    }
-    let resurrected = 0;
-    for (const id of deleted) if (find.get(id)) resurrected++;
-    verifyRotations(db, cycle);
-    if (lost > 0) problems.push(`cycle ${cycle}: ${lost} acknowledged creates lost`);
-    if (resurrected > 0) problems.push(`cycle ${cycle}: ${resurrected} acknowledged deletes came back`);
-    lostCreates += lost;
-    resurrectedDeletes += resurrected;
-  } finally {
-    db.close();
+async function verifyDatabase(cycle: number): Promise<Snapshot> {
+  const stored = await database.snapshot();
+  const integrity = stored.integrity ?? ['ok'];
+  if (integrity.join() !== 'ok')
+    problems.push(`cycle ${cycle}: integrity_check: ${integrity.join('; ').slice(0, 300)}`);
+  let lost = 0;
+  for (const k of live.values()) {
+    const row = stored.keys.get(k.key);
+    if (!row || row.hash !== hashSecret(k.secret).toString('hex')) lost++;
   }
+  let resurrected = 0;
+  for (const id of deleted) if (stored.keys.has(id)) resurrected++;
+  verifyRotations(stored, cycle);
+  if (lost > 0) problems.push(`cycle ${cycle}: ${lost} acknowledged creates lost`);
+  if (resurrected > 0) problems.push(`cycle ${cycle}: ${resurrected} acknowledged deletes came back`);
+  lostCreates += lost;
+  resurrectedDeletes += resurrected;
+  return stored;
 }
 
 /** Acknowledged rotations hold; a rotation left in doubt by the kill is whole or absent. */
-function verifyRotations(db: Database, cycle: number): void {
-  const row = db.query('SELECT secret_hash AS hash, expires_at AS expiresAt FROM api_keys WHERE id = ?');
-  const sameName = db.query(
-    'SELECT id, user_id AS userId, level, expires_at AS expiresAt FROM api_keys WHERE name = ?',
-  );
-  type Row = { hash: Uint8Array; expiresAt: number } | null;
+function verifyRotations(stored: Snapshot, cycle: number): void {
+  const row = (id: string) => stored.keys.get(id) ?? null;
+  const sameName = (name: string) =>
+    [...stored.keys].filter(([, k]) => k.name === name).map(([id, k]) => ({ id, ...k }));
   for (const old of graced.values()) {
-    const found = row.get(old.key) as Row;
+    const found = row(old.key);
     // Once its grace has passed, the purge may have removed it.
     const intact = found
-      ? found.expiresAt === old.graceUntil && Buffer.from(found.hash).equals(hashSecret(old.secret))
+      ? found.expiresAt === old.graceUntil && found.hash === hashSecret(old.secret).toString('hex')
       : old.graceUntil <= Date.now();
     if (!intact) {
       brokenRotations++;
@@ -272,7 +273,7 @@ function verifyRotations(db: Database, cycle: number): void {
     }
   }
   for (const old of rotatedAway.values()) {
-    const found = row.get(old.key) as Row;
+    const found = row(old.key);
     if (found && found.expiresAt > old.answeredAt) {
       brokenRotations++;
       problems.push(`cycle ${cycle}: a key rotated with grace 0 is still live`);
@@ -282,10 +283,8 @@ function verifyRotations(db: Database, cycle: number): void {
     live.has(id) || graced.has(id) || rotatedAway.has(id) || deleted.has(id) || inDoubt.has(id);
   for (const pending of pendingRotations) {
     const { old } = pending;
-    const found = row.get(old.key) as Row;
-    const renewed = (
-      sameName.all(old.name) as Array<{ id: string; userId: number; level: number; expiresAt: number }>
-    ).filter((r) => r.id !== old.key && !known(r.id));
+    const found = row(old.key);
+    const renewed = sameName(old.name).filter((r) => r.id !== old.key && !known(r.id));
     const oldUntouched = found !== null && found.expiresAt === old.expiresAt;
     const oldShortened = found === null || found.expiresAt < old.expiresAt;
     const whole =
@@ -346,9 +345,12 @@ async function verifyOverHttp(server: RunningKeygate, cycle: number): Promise<vo
       JSON.stringify({ name: 'x', level: 8, expiresIn: 60 }),
     );
     const answer = (await probe.json()) as Answer;
-    // Level 8 is above every key here: 403 "You may create keys up to level" means it authenticated.
+    // A rotated-out key that authenticates is retiring, and a create with it is refused for that
+    // (403 "This key was rotated and is retiring"); one that does not is refused as unknown.
     const authenticated =
-      probe.status === 403 && String(answer.error).startsWith('You may create keys up to level');
+      probe.status === 403 &&
+      (String(answer.error).startsWith('This key was rotated and is retiring') ||
+        String(answer.error).startsWith('You may create keys up to level'));
     if (authenticated !== shouldAuthenticate) {
       brokenRotations++;
       problems.push(
@@ -368,13 +370,16 @@ let killedDuringStart = 0;
 const started = performance.now();
 const deadline = started + maxSeconds * 1000;
 let cycle = 0;
-let server = await startKeygate({ databaseUrl, env: { MAX_KEYS_PER_USER: '1000000' } });
+const env = { MAX_KEYS_PER_USER: '1000000' };
+let server = await startKeygate({ databaseUrl, env });
 try {
+  await credits.setUp(server);
   for (cycle = 1; cycle <= cycles && performance.now() < deadline; cycle++) {
     const killAfter = 100 + Math.random() * 1400;
     const killAt = performance.now() + killAfter;
     const killer = Bun.sleep(killAfter).then(() => killHard(server));
-    await load(server, () => performance.now() > killAt + 2000);
+    const until = () => performance.now() > killAt + 2000;
+    await Promise.all([load(server, until), credits.load(server, until, spenders)]);
     await killer;
     // Every few cycles, also kill a start-up in the middle (opening, WAL recovery, migrations).
     if (cycle % 5 === 0) {
@@ -391,19 +396,26 @@ try {
       await killHard(victim.running);
       await victim.ready.catch(() => undefined);
     }
-    server = await startKeygate({ databaseUrl, env: { MAX_KEYS_PER_USER: '1000000' } });
-    verifyDatabase(cycle);
+    server = await startKeygate({ databaseUrl, env });
+    credits.check(cycle, await verifyDatabase(cycle));
+    await credits.checkKeyInfo(server, cycle);
     await verifyOverHttp(server, cycle);
+    await credits.topUp(server);
+    const c = credits.totals;
     console.log(
-      `cycle ${cycle}: killed after ${Math.round(killAfter)} ms; ${live.size} live, ${deleted.size} deleted, ${rotation.acknowledged} rotated acknowledged; lost so far ${lostCreates}, resurrected ${resurrectedDeletes}, broken rotations ${brokenRotations + rotation.halfRotations}`,
+      `cycle ${cycle}: killed after ${Math.round(killAfter)} ms; ${live.size} live, ${deleted.size} deleted, ${rotation.acknowledged} rotated acknowledged; lost so far ${lostCreates}, resurrected ${resurrectedDeletes}, broken rotations ${brokenRotations + rotation.halfRotations}; credits granted ${c.granted}, VALID ${c.validAnswers} taking ${c.validCost}, taken unanswered ${c.takenUnanswered}, stranded ${c.stranded}, updates ${c.updatesAcknowledged} (half ${c.halfUpdates})`,
     );
   }
-} finally {
+} catch (error) {
   await killHard(server);
+  await database.destroy();
+  throw error;
 }
+await killHard(server);
 cycle--;
-verifyDatabase(cycle);
+await verifyDatabase(cycle);
 const report = {
+  engine,
   cycles: cycle,
   seconds: round((performance.now() - started) / 1000, 1),
   requests: totals.requests,
@@ -424,11 +436,14 @@ const report = {
   unexpectedStatuses: totals.unexpected,
   startupKills: killedDuringStart,
   problems,
+  credits: credits.totals,
+  creditProblems: credits.problems,
 };
 console.log(JSON.stringify(report, null, 2));
-rmSync(dir, { recursive: true, force: true });
+await database.destroy();
 process.exit(
-  lostCreates === 0 &&
+  !credits.failed() &&
+    lostCreates === 0 &&
     resurrectedDeletes === 0 &&
     brokenRotations === 0 &&
     rotation.halfRotations === 0 &&
