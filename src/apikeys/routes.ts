@@ -232,6 +232,16 @@ export function assertMeta(meta: unknown): asserts meta is KeyMeta {
   ) {
     throw new HttpError(400, settingRule('meta') as string);
   }
+  // A number beyond a double's range (1e999) parses as Infinity, which JSON would store as null.
+  if (!finiteThroughout(meta)) {
+    throw new HttpError(400, 'meta holds a number too large to keep (beyond ±1.8e308).');
+  }
+}
+
+function finiteThroughout(value: unknown): boolean {
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (typeof value !== 'object' || value === null) return true;
+  return Object.values(value).every(finiteThroughout);
 }
 
 const UPDATE_PROPERTIES = ['name', 'level', 'expiresIn', ...SETTING_PROPERTIES];

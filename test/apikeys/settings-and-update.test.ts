@@ -82,6 +82,13 @@ describe('settings on create', () => {
     expect(response.json).toEqual({ result: 'error', error: expect.stringContaining(word) });
   });
 
+  it('refuses meta holding a number beyond a double’s range, which would come back as null', async () => {
+    const body = '{"name":"set","level":3,"expiresIn":3600,"meta":{"a":[1,{"b":-1e999}]}}';
+    const response = await k.req('POST', '/apikeys/jwt', { headers: await k.bearer(1), body });
+    expect(response.status).toBe(400);
+    expect(response.json.error).toContain('meta');
+  });
+
   it('accepts meta of exactly 2048 bytes as compact JSON', async () => {
     const meta = { x: 'y'.repeat(2048 - '{"x":""}'.length) };
     expect(Buffer.byteLength(JSON.stringify(meta))).toBe(2048);
