@@ -399,7 +399,7 @@ const who: fc.Arbitrary<Who> = fc.oneof(
       .constantFrom(
         'Bearer x.y.z',
         'Basic Og==',
-        'Basic ' + Buffer.from('kg_x:y').toString('base64'),
+        `Basic ${Buffer.from('kg_x:y').toString('base64')}`,
         'Digest x',
       )
       .map((value) => ({ kind: 'garbage', value }) as Who),
