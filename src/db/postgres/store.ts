@@ -1,16 +1,18 @@
-// The ApiKeyStore on PostgreSQL, for any number of replicas on one database. Each write is its own
-// transaction (COMMIT returned before its promise resolves, synchronous_commit on); the per-user cap
-// holds across replicas because a create first locks its user's row in user_key_counts (which
-// triggers keep in step with api_keys); a delete or rotation NOTIFYs the other replicas in the same
-// transaction, and LISTEN evicts their cached keys.
+// The ApiKeyStore on PostgreSQL, for any number of replicas on one database. Writes that arrive
+// together share one transaction (group-commit.ts): each promise settles after that COMMIT returned
+// (synchronous_commit on). The per-user cap holds across replicas because a create's batch first
+// locks its user's row in user_key_counts (which triggers keep in step with api_keys); a delete,
+// rotation or update NOTIFYs the other replicas in the same transaction, and LISTEN evicts their
+// cached keys.
 
-import { and, count, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/bun-sql';
 import type { ApiKeyRow, ApiKeyStore } from '../../apikeys/store';
-import { RequestGoneError } from '../../core/errors';
 import type { Logger } from '../../core/log';
 import { keyChanges } from '../key-changes';
 import { lineageOf, withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
+import { type CommitBatch, PostgresGroupCommit } from './group-commit';
 import type { PostgresDb } from './open';
 import { apiKeys, keyCredits, keyUsage, userKeyCounts } from './schema';
 import { unavailableCode, unavailableOr } from './unavailable';
@@ -41,7 +43,8 @@ const toColumns = ({ credits: _, ...row }: ApiKeyRow): typeof apiKeys.$inferInse
   ...row,
   secretHash: Buffer.from(row.secretHash).toString('hex'),
 });
-type Tx = Parameters<Parameters<PostgresDb['transaction']>[0]>[0];
+/** What a write's statements go through: drizzle over the batch's reserved connection. */
+type Tx = Pick<PostgresDb, 'select' | 'insert' | 'update' | 'delete' | 'execute'>;
 /** Sets a lineage's credits (create, update), or adds them. */
 const setCredits = (tx: Tx, lineage: string, credits: NonNullable<ApiKeyRow['credits']>) =>
   tx
@@ -66,72 +69,51 @@ export type PostgresStoreOptions = {
   /** Subscribe to other replicas' changes (off for one-shot commands such as `keygate purge`). */
   listen: boolean;
   /** While listening: where the SQL client's own warnings go (else they stay plain text on stderr). */
-  logger?: Pick<
-    Logger,
-    'info' | 'warn'
-  > /** Told after each write transaction: committed, or refused because the database is unavailable. */;
+  logger?: Pick<Logger, 'info' | 'warn'>;
+  /** Told after each write: committed, or refused because the database is unavailable. */
   onWrite?: (committed: boolean) => void;
+  /** Told about every shared transaction after it committed or failed (metrics). */
+  onCommit?: (batch: CommitBatch) => void;
 };
+
+/**
+ * How many write batches run at once: half the pool, so reads (and a batch waiting for a counter
+ * row another replica holds) still find a connection.
+ */
+const lanesFor = (poolSize: number) => Math.max(1, Math.floor(poolSize / 2));
 
 export async function createPostgresApiKeyStore(
   db: PostgresDb,
-  { listen, logger, onWrite }: PostgresStoreOptions,
+  { listen, logger, onWrite, onCommit }: PostgresStoreOptions,
 ): Promise<ApiKeyStore> {
   const { announce, onKeysChanged } = keyChanges();
-  const inFlight = new Set<Promise<unknown>>();
-  /** Runs one write transaction; its promise settles after COMMIT returned and the change is announced. */
-  const write = <T>(
-    work: (tx: Parameters<Parameters<PostgresDb['transaction']>[0]>[0]) => Promise<T>,
-    request?: AbortSignal,
-  ) => {
-    const done = db
-      .transaction(async (tx) => {
-        // Durability must not depend on the server's default: a 201 or 204 means the commit is on
-        // disk. Per transaction, not in the startup message: PgBouncer refuses unknown startup
-        // parameters by default, and a SET LOCAL passes through it in any pooling mode.
-        await tx.execute(sql`SET LOCAL synchronous_commit TO on`);
-        const value = await work(tx);
-        // As in SQLite's group commit: a change whose answer nobody can receive (Bun closed the
-        // connection, README "Pipelined requests") is rolled back rather than committed.
-        if (request?.aborted) throw new RequestGoneError();
-        return value;
-      })
-      .then(
-        (value) => {
-          onWrite?.(true);
-          return value;
-        },
-        (error: unknown) => {
-          if (unavailableCode(error) !== undefined) onWrite?.(false);
-          return unavailableOr(error);
-        },
-      );
-    inFlight.add(done);
-    const forget = () => inFlight.delete(done);
-    done.then(forget, forget);
-    return done;
-  };
+  const writer = new PostgresGroupCommit<Tx>(db.$client, {
+    open: (connection) => drizzle({ client: connection }),
+    lanes: lanesFor(db.$client.options.max ?? 10),
+    observer: onCommit,
+  });
   /**
-   * A user's creates and capped rotations wait for each other on the user's counter row anyway. Here
-   * they also queue in this replica, before taking a pooled connection: otherwise one busy user's
-   * queued writes would each hold a connection while waiting for that lock, and every other user's
-   * request would wait for the pool (measured: another user's create waited ~0.8 s beside one user
-   * creating on 63 connections).
+   * Runs `work` in the next shared transaction; its promise settles after COMMIT returned. `users`:
+   * the users whose key counter the work reads under its lock (creates, capped rotations).
    */
-  const userQueues = new Map<number, Promise<unknown>>();
-  const inUserTurn = <T>(userId: number, work: () => Promise<T>): Promise<T> => {
-    const mine = (userQueues.get(userId) ?? Promise.resolve()).then(work, work);
-    const settled = mine.catch(() => undefined);
-    userQueues.set(userId, settled);
-    settled.then(() => {
-      if (userQueues.get(userId) === settled) userQueues.delete(userId);
-    });
-    return mine;
-  };
+  const write = <T>(
+    work: (tx: Tx) => Promise<T>,
+    { users, signal }: { users?: readonly number[]; signal?: AbortSignal } = {},
+  ) =>
+    writer.write({ users, run: work, signal }).then(
+      (value) => {
+        onWrite?.(true);
+        return value;
+      },
+      (error: unknown) => {
+        if (unavailableCode(error) !== undefined) onWrite?.(false);
+        return unavailableOr(error);
+      },
+    );
   // This replica announces its own changes as they commit; its own notifications, echoed back, are skipped.
   const replicaId = crypto.randomUUID();
   const payloadOf = (ids: readonly string[]) => `${replicaId} ${ids.join(',')}`;
-  const notify = async (tx: { execute: PostgresDb['execute'] }, ids: readonly string[]) => {
+  const notify = async (tx: Pick<Tx, 'execute'>, ids: readonly string[]) => {
     for (let i = 0; i < ids.length; i += IDS_PER_NOTIFY) {
       await tx.execute(
         sql`SELECT pg_notify(${KEYS_CHANNEL}, ${payloadOf(ids.slice(i, i + IDS_PER_NOTIFY))})`,
@@ -139,40 +121,16 @@ export async function createPostgresApiKeyStore(
     }
   };
   /**
-   * Locks the user's counter row until the transaction ends and answers the rows it counts. The lock
-   * serialises the user's creates and capped rotations across every replica: the next one waits here
-   * and then reads the count this one's insert left. A user's first key creates the row (at 0).
+   * Whether the user may hold one more live key; run under the lock of the user's counter row, which
+   * the batch took. The counter (rows held, expired ones not yet purged included) is never below the
+   * live count, so under the cap it answers alone; at the cap the live keys are counted exactly, so
+   * the cost no longer grows with the user's keys.
    */
-  const lockKeysHeld = async (tx: Pick<PostgresDb, 'insert'>, userId: number) => {
-    const [row] = await tx
-      .insert(userKeyCounts)
-      .values({ userId, keys: 0 })
-      .onConflictDoUpdate({ target: userKeyCounts.userId, set: { keys: sql`${userKeyCounts.keys}` } })
-      .returning({ keys: userKeyCounts.keys });
-    return row?.keys ?? 0;
-  };
-  const liveCount = async (tx: Pick<PostgresDb, 'select'>, userId: number, now: number) => {
-    const [row] = await tx
-      .select({ n: count() })
-      .from(apiKeys)
-      .where(and(eq(apiKeys.userId, userId), gt(apiKeys.expiresAt, now)));
-    return row?.n ?? 0;
-  };
-  /**
-   * Whether the user may hold one more live key, under the counter row's lock. The counter (rows held,
-   * expired ones not yet purged included) is never below the live count, so under the cap it answers
-   * alone; at the cap the live keys are counted exactly, so the cost no longer grows with the user's keys.
-   */
-  const belowCap = async (
-    tx: Pick<PostgresDb, 'insert' | 'select'>,
-    userId: number,
-    now: number,
-    limit: number,
-  ) => (await lockKeysHeld(tx, userId)) < limit || (await liveCount(tx, userId, now)) < limit;
+  const belowCap = (userId: number, now: number, limit: number) => sql`(
+    (SELECT ${userKeyCounts.keys} FROM ${userKeyCounts} WHERE ${userKeyCounts.userId} = ${userId}) < ${limit}
+    OR (SELECT count(*) FROM ${apiKeys} WHERE ${apiKeys.userId} = ${userId} AND ${apiKeys.expiresAt} > ${now}) < ${limit})`;
 
-  async function drained(): Promise<void> {
-    await Promise.allSettled([...inFlight]);
-  }
+  const drained = () => writer.drained();
 
   const stopRoutingWarnings = listen && logger ? routeClientWarnings(logger) : () => {};
   if (listen) {
@@ -234,13 +192,24 @@ export async function createPostgresApiKeyStore(
     },
 
     async insertKeyWithinLimit(row, limit, signal) {
-      const outcome = await inUserTurn(row.userId, () =>
-        write(async (tx) => {
-          if (!(await belowCap(tx, row.userId, row.createdAt, limit))) return 'limit-reached' as const;
-          await tx.insert(apiKeys).values(toColumns(row));
+      const outcome = await write(
+        async (tx) => {
+          // One statement: the cap's check and the insert.
+          const inserted = await tx.execute(sql`
+            INSERT INTO ${apiKeys} (id, secret_hash, user_id, level, name, created_at, expires_at,
+              lineage, rotated_at, enabled, meta, ratelimit_limit, ratelimit_duration)
+            SELECT ${row.id}::text, ${Buffer.from(row.secretHash).toString('hex')}::text,
+              ${row.userId}::bigint, ${row.level}::smallint, ${row.name}::text,
+              ${row.createdAt}::bigint, ${row.expiresAt}::bigint, ${row.lineage ?? null}::text,
+              ${row.rotatedAt ?? null}::bigint, ${row.enabled ?? true}::boolean, ${row.meta ?? null}::text,
+              ${row.ratelimitLimit ?? null}::integer, ${row.ratelimitDuration ?? null}::integer
+            WHERE ${belowCap(row.userId, row.createdAt, limit)}
+            RETURNING 1`);
+          if (inserted.length === 0) return 'limit-reached' as const;
           if (row.credits) await setCredits(tx, lineageOf(row), row.credits);
           return 'inserted' as const;
-        }, signal),
+        },
+        { users: [row.userId], signal },
       );
       // Ids carry 131 random bits, so no other replica can have this one cached as unknown: a local event only.
       if (outcome === 'inserted') announce([row.id]);
@@ -248,94 +217,109 @@ export async function createPostgresApiKeyStore(
     },
 
     async deleteKey(id, signal) {
-      const deleted = await write(async (tx) => {
-        // One statement: the NOTIFY is sent only when a row went, without a second round trip.
-        const rows = await tx.execute<{ lineage: string }>(sql`
+      const deleted = await write(
+        async (tx) => {
+          // One statement: the NOTIFY is sent only when a row went, without a second round trip.
+          const rows = await tx.execute<{ lineage: string }>(sql`
           WITH gone AS (DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ${id}
             RETURNING coalesce(${apiKeys.lineage}, ${apiKeys.id}) AS lineage)
           SELECT lineage, pg_notify(${KEYS_CHANNEL}, ${payloadOf([id])}) FROM gone`);
-        if (rows.length === 0) return false;
-        await dropCreditsOfGone(
-          tx,
-          [...rows].map((row) => row.lineage),
-        );
-        // The key's usage rows go with it. A statement of its own, after the key's row lock: a usage
-        // flush that held that lock has committed by now, and this statement sees its rows.
-        await tx.delete(keyUsage).where(eq(keyUsage.keyId, id));
-        return true;
-      }, signal);
+          if (rows.length === 0) return false;
+          // The key's usage rows go with it. A statement of its own, after the key's row lock: a usage
+          // flush that held that lock has committed by now, and this statement sees its rows. Sent
+          // together with the credits' statement, without waiting for its answer.
+          await Promise.all([
+            dropCreditsOfGone(
+              tx,
+              [...rows].map((row) => row.lineage),
+            ),
+            tx.delete(keyUsage).where(eq(keyUsage.keyId, id)),
+          ]);
+          return true;
+        },
+        { signal },
+      );
       if (deleted) announce([id]);
       return deleted;
     },
 
     async rotateKey({ previousId, previousExpiresAt, next, limit }, signal) {
-      const outcome = await inUserTurn(next.userId, () =>
-        write(async (tx) => {
+      const outcome = await write(
+        async (tx) => {
           const now = next.createdAt;
           // Locked and checked again inside the transaction: a delete or rotation elsewhere may have won.
-          // The key row before the counter row, as a delete takes them: the two cannot deadlock.
           const [previous] = await tx
-            .select({ expiresAt: apiKeys.expiresAt })
+            .select({
+              expiresAt: apiKeys.expiresAt,
+              belowCap:
+                limit === undefined ? sql<boolean>`true` : sql<boolean>`${belowCap(next.userId, now, limit)}`,
+            })
             .from(apiKeys)
             .where(eq(apiKeys.id, previousId))
             .for('update');
           if (previous === undefined || previous.expiresAt <= now) return 'not-found' as const;
-          if (limit !== undefined && !(await belowCap(tx, next.userId, now, limit))) {
-            return 'limit-reached' as const;
-          }
-          await tx
-            .update(apiKeys)
-            .set({ expiresAt: previousExpiresAt, rotatedAt: now })
-            .where(eq(apiKeys.id, previousId));
-          await tx.insert(apiKeys).values(toColumns(next));
-          await notify(tx, [previousId]);
+          if (!previous.belowCap) return 'limit-reached' as const;
+          // Sent together: each is answered in turn, and any failure fails the rotation.
+          await Promise.all([
+            tx
+              .update(apiKeys)
+              .set({ expiresAt: previousExpiresAt, rotatedAt: now })
+              .where(eq(apiKeys.id, previousId)),
+            tx.insert(apiKeys).values(toColumns(next)),
+            notify(tx, [previousId]),
+          ]);
           return 'rotated' as const;
-        }, signal),
+        },
+        { users: limit === undefined ? [] : [next.userId], signal },
       );
       if (outcome === 'rotated') announce([previousId, next.id]);
       return outcome;
     },
 
     async updateKey(id, update, now, signal) {
-      const updated = await write(async (tx) => {
-        // Locked and checked again inside the transaction: a delete or rotation elsewhere may have won.
-        const [current] = await tx
-          .select({ expiresAt: apiKeys.expiresAt, lineage: apiKeys.lineage })
-          .from(apiKeys)
-          .where(eq(apiKeys.id, id))
-          .for('update');
-        if (current === undefined || current.expiresAt <= now) return undefined;
-        const { ratelimit, credits, ...columns } = update;
-        const set = {
-          ...columns,
-          ...(ratelimit === undefined
-            ? {}
-            : { ratelimitLimit: ratelimit?.limit ?? null, ratelimitDuration: ratelimit?.duration ?? null }),
-        };
-        if (Object.keys(set).length > 0) await tx.update(apiKeys).set(set).where(eq(apiKeys.id, id));
-        const lineage = current.lineage ?? id;
-        if (credits === null) await tx.delete(keyCredits).where(eq(keyCredits.lineage, lineage));
-        else if (credits !== undefined) await setCredits(tx, lineage, credits);
-        // Every key of the lineage, here and on the other replicas: its credits are theirs too.
-        const family = await tx
-          .select({ id: apiKeys.id })
-          .from(apiKeys)
-          .where(or(eq(apiKeys.id, lineage), eq(apiKeys.lineage, lineage)));
-        const ids = family.map((row) => row.id);
-        await notify(tx, ids);
-        const [row] = await tx
-          .select(keyWithCredits)
-          .from(apiKeys)
-          .leftJoin(keyCredits, creditsOfKey)
-          .where(eq(apiKeys.id, id));
-        return row === undefined ? undefined : { row: toRow(row), ids };
-      }, signal);
+      const updated = await write(
+        async (tx) => {
+          // Locked and checked again inside the transaction: a delete or rotation elsewhere may have won.
+          const [current] = await tx
+            .select({ expiresAt: apiKeys.expiresAt, lineage: apiKeys.lineage })
+            .from(apiKeys)
+            .where(eq(apiKeys.id, id))
+            .for('update');
+          if (current === undefined || current.expiresAt <= now) return undefined;
+          const { ratelimit, credits, ...columns } = update;
+          const set = {
+            ...columns,
+            ...(ratelimit === undefined
+              ? {}
+              : { ratelimitLimit: ratelimit?.limit ?? null, ratelimitDuration: ratelimit?.duration ?? null }),
+          };
+          if (Object.keys(set).length > 0) await tx.update(apiKeys).set(set).where(eq(apiKeys.id, id));
+          const lineage = current.lineage ?? id;
+          if (credits === null) await tx.delete(keyCredits).where(eq(keyCredits.lineage, lineage));
+          else if (credits !== undefined) await setCredits(tx, lineage, credits);
+          // Every key of the lineage, here and on the other replicas: its credits are theirs too.
+          const family = await tx
+            .select({ id: apiKeys.id })
+            .from(apiKeys)
+            .where(or(eq(apiKeys.id, lineage), eq(apiKeys.lineage, lineage)));
+          const ids = family.map((row) => row.id);
+          await notify(tx, ids);
+          const [row] = await tx
+            .select(keyWithCredits)
+            .from(apiKeys)
+            .leftJoin(keyCredits, creditsOfKey)
+            .where(eq(apiKeys.id, id));
+          return row === undefined ? undefined : { row: toRow(row), ids };
+        },
+        { signal },
+      );
       if (updated) announce(updated.ids);
       return updated?.row;
     },
 
     async deleteExpiredBatch(now, limit) {
       // SKIP LOCKED: replicas purging at the same time take different rows, and none waits on another.
+      // It shares a transaction with the requests' writes of the moment, like any other write.
       const ids = await write(async (tx) => {
         const rows = await tx.execute<{ id: string; lineage: string }>(sql`
           DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ANY(ARRAY(
