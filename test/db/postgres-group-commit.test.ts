@@ -71,6 +71,40 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('group commit on PostgreSQL', () => 
     expect(await rows()).toEqual([1, 3]);
   });
 
+  it('sends one-statement jobs together; one that fails rolls back alone and those sent after it run again', async () => {
+    const { writer, batches, insert, rows } = await setup();
+    const statement = (v: number) => ({
+      statement: { sql: 'INSERT INTO t (v) VALUES ($1) RETURNING v', params: [v] },
+      result: (rows: unknown[]) => (rows as Array<{ v: number }>)[0]?.v,
+    });
+    const goneBefore = new AbortController();
+    goneBefore.abort();
+    const results = await Promise.allSettled([
+      writer.write(statement(1)),
+      writer.write(statement(2)),
+      writer.write(statement(1)), // a unique violation: rolled back alone
+      writer.write(statement(3)),
+      writer.write({ ...statement(4), signal: goneBefore.signal }),
+      writer.write({ run: insert(5) }), // a job of statements between runs of one-statement jobs
+      writer.write(statement(5)), // fails after the job before it committed its 5
+      writer.write(statement(6)),
+    ]);
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value : r.reason.constructor.name))).toEqual([
+      1,
+      2,
+      'PostgresError',
+      3,
+      'RequestGoneError',
+      5,
+      'PostgresError',
+      6,
+    ]);
+    expect(batches.map(({ size, committed }) => ({ size, committed }))).toEqual([
+      { size: 8, committed: true },
+    ]);
+    expect(await rows()).toEqual([1, 2, 3, 5, 6]);
+  });
+
   it('commits nothing of a job whose request went away, before or while it ran', async () => {
     const { writer, insert, rows } = await setup();
     const goneBefore = new AbortController();

@@ -17,14 +17,29 @@ import { unavailableCode } from './unavailable';
 /** What one shared transaction carried: told to the observer after it committed or failed. */
 export type CommitBatch = { size: number; seconds: number; committed: boolean };
 
+/** One statement with its parameters ($1, $2, …). */
+export type Statement = { sql: string; params: unknown[] };
+
 export type PostgresWrite<Session, T> = {
   /** The users whose key counter row the job locks (it is created at 0 when missing). */
   users?: readonly number[];
-  /** The job's statements, through the batch's session; it runs inside its own savepoint. */
-  run: (session: Session) => Promise<T>;
   /** The connection of the request that asked for it: once aborted, the job commits nothing. */
   signal?: AbortSignal;
-};
+} & (
+  | {
+      /** The job's statements, through the batch's session; it runs inside its own savepoint. */
+      run: (session: Session) => Promise<T>;
+    }
+  | {
+      /**
+       * The whole job as one statement: sent with the statements of the jobs beside it without
+       * waiting for any answer, so a run of such jobs costs one round trip.
+       */
+      statement: Statement;
+      /** The job's value, from the statement's rows. */
+      result: (rows: unknown[]) => T;
+    }
+);
 
 export type PostgresGroupCommitOptions<Session> = {
   /** The session jobs write through, built once per batch on its reserved connection. */
@@ -46,7 +61,9 @@ const MAX_ATTEMPTS = 3;
 
 type Job = {
   users: readonly number[];
-  run: (session: unknown) => Promise<unknown>;
+  run?: (session: unknown) => Promise<unknown>;
+  statement?: Statement;
+  result?: (rows: unknown[]) => unknown;
   signal: AbortSignal | undefined;
   resolve: (value: unknown) => void;
   reject: (reason: unknown) => void;
@@ -72,12 +89,14 @@ export class PostgresGroupCommit<Session> {
   ) {}
 
   /** Runs the job in the next shared transaction; settles only after that transaction committed or failed. */
-  write<T>({ users = [], run, signal }: PostgresWrite<Session, T>): Promise<T> {
+  write<T>(write: PostgresWrite<Session, T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.queue.push({
-        users,
-        run: run as (session: unknown) => Promise<unknown>,
-        signal,
+        users: write.users ?? [],
+        ...('run' in write
+          ? { run: write.run as (session: unknown) => Promise<unknown> }
+          : { statement: write.statement, result: write.result }),
+        signal: write.signal,
         resolve: resolve as (value: unknown) => void,
         reject,
       });
@@ -192,29 +211,35 @@ export class PostgresGroupCommit<Session> {
       const held = await this.lockCounters(connection, jobs, wait, send);
       const session = this.options.open(connection);
       const outcomes: Outcomes = [];
-      let savepoint = false;
-      for (const job of jobs) {
-        if (!job.users.every((user) => held.has(user))) {
-          outcomes.push(undefined);
-          continue;
-        }
+      const runnable = (job: Job, index: number) => {
+        if (!job.users.every((user) => held.has(user))) outcomes[index] = undefined;
         // Bun closes a connection unanswered when a request is pipelined behind a pending response;
         // committing its work would leave e.g. a key whose secret nobody saw.
-        if (job.signal?.aborted) {
-          outcomes.push({ ok: false, error: new RequestGoneError() });
-          continue;
-        }
-        send(connection.unsafe(savepoint ? 'RELEASE SAVEPOINT job; SAVEPOINT job' : 'SAVEPOINT job'));
-        savepoint = true;
-        try {
-          const value = await job.run(session);
-          if (sentFailed) throw sentFailed.error;
-          if (job.signal?.aborted) throw new RequestGoneError();
-          outcomes.push({ ok: true, value });
-        } catch (error) {
-          if (sentFailed || unavailableCode(error) !== undefined) throw error;
-          await connection.unsafe('ROLLBACK TO SAVEPOINT job');
-          outcomes.push({ ok: false, error });
+        else if (job.signal?.aborted) outcomes[index] = { ok: false, error: new RequestGoneError() };
+        else return true;
+        return false;
+      };
+      // Savepoints are named after the job's place in the batch and never released: COMMIT ends them.
+      let next = 0;
+      while (next < jobs.length) {
+        const job = jobs[next] as Job;
+        if (!runnable(job, next)) {
+          next++;
+        } else if (job.statement) {
+          next = await this.runStatements(connection, jobs, next, runnable, outcomes);
+        } else {
+          send(connection.unsafe(`SAVEPOINT s${next}`));
+          try {
+            const value = await (job.run as (session: Session) => Promise<unknown>)(session);
+            if (sentFailed) throw sentFailed.error;
+            if (job.signal?.aborted) throw new RequestGoneError();
+            outcomes[next] = { ok: true, value };
+          } catch (error) {
+            if (sentFailed || unavailableCode(error) !== undefined) throw error;
+            await connection.unsafe(`ROLLBACK TO SAVEPOINT s${next}`);
+            outcomes[next] = { ok: false, error };
+          }
+          next++;
         }
       }
       committing = true;
@@ -231,6 +256,57 @@ export class PostgresGroupCommit<Session> {
       if (open) await connection.unsafe('ROLLBACK').catch(() => undefined);
       await connection.release();
     }
+  }
+
+  /**
+   * Sends the statement jobs from `first` on (up to the next job that is not one), each after its
+   * savepoint, all before reading any answer; answers the place of the next job to run. At the first
+   * job that failed (or whose request went away meanwhile) the transaction goes back to that job's
+   * savepoint, which also undoes the jobs sent after it: they are sent again from there.
+   */
+  private async runStatements(
+    connection: ReservedSQL,
+    jobs: Job[],
+    first: number,
+    runnable: (job: Job, index: number) => boolean,
+    outcomes: Outcomes,
+  ): Promise<number> {
+    const sent: Array<{ index: number; savepoint: Promise<unknown>; rows: Promise<unknown> }> = [];
+    let end = first;
+    for (; end < jobs.length; end++) {
+      const job = jobs[end] as Job;
+      if (!job.statement) break;
+      if (end > first && !runnable(job, end)) continue;
+      const savepoint = connection.unsafe(`SAVEPOINT s${end}`);
+      const rows = connection.unsafe(job.statement.sql, job.statement.params);
+      // Started now, in this order; read below, in the same order.
+      savepoint.catch(() => undefined);
+      rows.catch(() => undefined);
+      sent.push({ index: end, savepoint, rows });
+    }
+    for (const { index, savepoint, rows } of sent) {
+      const job = jobs[index] as Job;
+      // A savepoint refused means the transaction or the connection is gone: the batch fails.
+      await savepoint;
+      let error: unknown;
+      try {
+        const value = (job.result as (rows: unknown[]) => unknown)((await rows) as unknown[]);
+        if (!job.signal?.aborted) {
+          outcomes[index] = { ok: true, value };
+          continue;
+        }
+        error = new RequestGoneError();
+      } catch (failure) {
+        if (unavailableCode(failure) !== undefined) throw failure;
+        error = failure;
+      }
+      // Wait for every answer sent after it (each refused: the transaction is aborted) first.
+      await Promise.allSettled(sent.flatMap((job) => [job.savepoint, job.rows]));
+      await connection.unsafe(`ROLLBACK TO SAVEPOINT s${index}`);
+      outcomes[index] = { ok: false, error };
+      return index + 1;
+    }
+    return end;
   }
 
   /**

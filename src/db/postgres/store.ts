@@ -5,14 +5,15 @@
 // rotation or update NOTIFYs the other replicas in the same transaction, and LISTEN evicts their
 // cached keys.
 
-import { and, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, gt, inArray, lt, lte, or, type SQL, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/bun-sql';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import type { ApiKeyRow, ApiKeyStore } from '../../apikeys/store';
 import type { Logger } from '../../core/log';
 import { keyChanges } from '../key-changes';
 import { lineageOf, withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
-import { type CommitBatch, PostgresGroupCommit } from './group-commit';
+import { type CommitBatch, PostgresGroupCommit, type Statement } from './group-commit';
 import type { PostgresDb } from './open';
 import { apiKeys, keyCredits, keyUsage, userKeyCounts } from './schema';
 import { unavailableCode, unavailableOr } from './unavailable';
@@ -45,6 +46,12 @@ const toColumns = ({ credits: _, ...row }: ApiKeyRow): typeof apiKeys.$inferInse
 });
 /** What a write's statements go through: drizzle over the batch's reserved connection. */
 type Tx = Pick<PostgresDb, 'select' | 'insert' | 'update' | 'delete' | 'execute'>;
+const dialect = new PgDialect();
+/** A drizzle SQL fragment as the text and parameters the client sends. */
+const statementOf = (query: SQL): Statement => {
+  const { sql: text, params } = dialect.sqlToQuery(query);
+  return { sql: text, params };
+};
 /** Sets a lineage's credits (create, update), or adds them. */
 const setCredits = (tx: Tx, lineage: string, credits: NonNullable<ApiKeyRow['credits']>) =>
   tx
@@ -93,14 +100,15 @@ export async function createPostgresApiKeyStore(
     observer: onCommit,
   });
   /**
-   * Runs `work` in the next shared transaction; its promise settles after COMMIT returned. `users`:
+   * Runs `work` (statements through drizzle, or one statement) in the next shared transaction; its
+   * promise settles after COMMIT returned. `users`:
    * the users whose key counter the work reads under its lock (creates, capped rotations).
    */
   const write = <T>(
-    work: (tx: Tx) => Promise<T>,
+    work: ((tx: Tx) => Promise<T>) | { statement: Statement; result: (rows: unknown[]) => T },
     { users, signal }: { users?: readonly number[]; signal?: AbortSignal } = {},
   ) =>
-    writer.write({ users, run: work, signal }).then(
+    writer.write({ users, signal, ...(typeof work === 'function' ? { run: work } : work) }).then(
       (value) => {
         onWrite?.(true);
         return value;
@@ -192,23 +200,28 @@ export async function createPostgresApiKeyStore(
     },
 
     async insertKeyWithinLimit(row, limit, signal) {
+      // One statement: the cap's check and the insert. Without credits to set it is the whole job,
+      // sent beside the batch's other creates without waiting for their answers.
+      const insert = sql`
+        INSERT INTO ${apiKeys} (id, secret_hash, user_id, level, name, created_at, expires_at,
+          lineage, rotated_at, enabled, meta, ratelimit_limit, ratelimit_duration)
+        SELECT ${row.id}::text, ${Buffer.from(row.secretHash).toString('hex')}::text,
+          ${row.userId}::bigint, ${row.level}::smallint, ${row.name}::text,
+          ${row.createdAt}::bigint, ${row.expiresAt}::bigint, ${row.lineage ?? null}::text,
+          ${row.rotatedAt ?? null}::bigint, ${row.enabled ?? true}::boolean, ${row.meta ?? null}::text,
+          ${row.ratelimitLimit ?? null}::integer, ${row.ratelimitDuration ?? null}::integer
+        WHERE ${belowCap(row.userId, row.createdAt, limit)}
+        RETURNING 1`;
+      const outcomeOf = (rows: readonly unknown[]) => (rows.length === 0 ? 'limit-reached' : 'inserted');
+      const { credits } = row;
       const outcome = await write(
-        async (tx) => {
-          // One statement: the cap's check and the insert.
-          const inserted = await tx.execute(sql`
-            INSERT INTO ${apiKeys} (id, secret_hash, user_id, level, name, created_at, expires_at,
-              lineage, rotated_at, enabled, meta, ratelimit_limit, ratelimit_duration)
-            SELECT ${row.id}::text, ${Buffer.from(row.secretHash).toString('hex')}::text,
-              ${row.userId}::bigint, ${row.level}::smallint, ${row.name}::text,
-              ${row.createdAt}::bigint, ${row.expiresAt}::bigint, ${row.lineage ?? null}::text,
-              ${row.rotatedAt ?? null}::bigint, ${row.enabled ?? true}::boolean, ${row.meta ?? null}::text,
-              ${row.ratelimitLimit ?? null}::integer, ${row.ratelimitDuration ?? null}::integer
-            WHERE ${belowCap(row.userId, row.createdAt, limit)}
-            RETURNING 1`);
-          if (inserted.length === 0) return 'limit-reached' as const;
-          if (row.credits) await setCredits(tx, lineageOf(row), row.credits);
-          return 'inserted' as const;
-        },
+        credits
+          ? async (tx) => {
+              const outcome = outcomeOf(await tx.execute(insert));
+              if (outcome === 'inserted') await setCredits(tx, lineageOf(row), credits);
+              return outcome;
+            }
+          : { statement: statementOf(insert), result: outcomeOf },
         { users: [row.userId], signal },
       );
       // Ids carry 131 random bits, so no other replica can have this one cached as unknown: a local event only.
