@@ -2,7 +2,7 @@
 // back alone, a job whose request went away commits nothing, a batch that deadlocks with another
 // runs again, and a server stopped mid-batch fails the batch as unavailable and the writer recovers.
 // Runs in `bun run test:postgres`; plain `bun test` skips it.
-import { afterEach, describe, expect, it } from 'bun:test';
+import { afterEach, beforeAll, describe, expect, it } from 'bun:test';
 import { type ReservedSQL, SQL } from 'bun';
 import { RequestGoneError } from '../../src/core/errors';
 import {
@@ -11,7 +11,7 @@ import {
   PostgresGroupCommit,
 } from '../../src/db/postgres/group-commit';
 import { unavailableCode } from '../../src/db/postgres/unavailable';
-import { freshPostgresDatabase, startPostgres, TEST_ENGINE } from '../support/postgres';
+import { freshPostgresDatabase, sharedPostgres, startPostgres, TEST_ENGINE } from '../support/postgres';
 
 const closing: Array<() => unknown> = [];
 afterEach(async () => {
@@ -35,6 +35,9 @@ async function setup({ url, lanes = 2 }: { url?: string; lanes?: number } = {}) 
 }
 
 describe.skipIf(TEST_ENGINE !== 'postgres')('group commit on PostgreSQL', () => {
+  // The run's server starts here, on a busy host in seconds, rather than within the first test's time.
+  beforeAll(() => sharedPostgres(), 60_000);
+
   it('commits writes queued in the same turn in one transaction, and tells its observer', async () => {
     const { writer, batches } = await setup();
     const txid = (tx: ReservedSQL) => tx`SELECT txid_current()::text AS id`.then(([row]) => row.id as string);
