@@ -7,6 +7,7 @@ import { type ReservedSQL, SQL } from 'bun';
 import { RequestGoneError } from '../../src/core/errors';
 import {
   type CommitBatch,
+  type JobGroup,
   MAX_JOBS_PER_BATCH,
   PostgresGroupCommit,
 } from '../../src/db/postgres/group-commit';
@@ -74,23 +75,31 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('group commit on PostgreSQL', () => 
     expect(await rows()).toEqual([1, 3]);
   });
 
-  it('sends one-statement jobs together; one that fails rolls back alone and those sent after it run again', async () => {
+  it('runs a group of jobs standing together as one statement; should it fail, each runs alone', async () => {
     const { writer, batches, insert, rows } = await setup();
-    const statement = (v: number) => ({
-      statement: { sql: 'INSERT INTO t (v) VALUES ($1) RETURNING v', params: [v] },
-      result: (rows: unknown[]) => (rows as Array<{ v: number }>)[0]?.v,
-    });
+    const statements: number[][] = [];
+    const inserts: JobGroup<number, number | undefined> = {
+      statement: (inputs) => {
+        statements.push([...inputs]);
+        return { sql: 'INSERT INTO t (v) SELECT unnest($1::integer[]) RETURNING v', params: [`{${inputs}}`] };
+      },
+      values: (rows, inputs) => {
+        const written = new Set((rows as Array<{ v: number }>).map((row) => row.v));
+        return inputs.map((v) => (written.has(v) ? v : undefined));
+      },
+    };
+    const grouped = (v: number, signal?: AbortSignal) => writer.write({ group: inserts, input: v, signal });
     const goneBefore = new AbortController();
     goneBefore.abort();
     const results = await Promise.allSettled([
-      writer.write(statement(1)),
-      writer.write(statement(2)),
-      writer.write(statement(1)), // a unique violation: rolled back alone
-      writer.write(statement(3)),
-      writer.write({ ...statement(4), signal: goneBefore.signal }),
-      writer.write({ run: insert(5) }), // a job of statements between runs of one-statement jobs
-      writer.write(statement(5)), // fails after the job before it committed its 5
-      writer.write(statement(6)),
+      grouped(1),
+      grouped(2),
+      grouped(1), // a unique violation: the group's statement fails, then this job alone
+      grouped(3),
+      grouped(4, goneBefore.signal),
+      writer.write({ run: insert(5) }), // another kind of job ends the group
+      grouped(7),
+      grouped(8),
     ]);
     expect(results.map((r) => (r.status === 'fulfilled' ? r.value : r.reason.constructor.name))).toEqual([
       1,
@@ -99,13 +108,40 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('group commit on PostgreSQL', () => 
       3,
       'RequestGoneError',
       5,
-      'PostgresError',
-      6,
+      7,
+      8,
     ]);
+    expect(statements).toEqual([[1, 2, 1, 3], [1], [2], [1], [3], [7, 8]]);
     expect(batches.map(({ size, committed }) => ({ size, committed }))).toEqual([
       { size: 8, committed: true },
     ]);
-    expect(await rows()).toEqual([1, 2, 3, 5, 6]);
+    expect(await rows()).toEqual([1, 2, 3, 5, 7, 8]);
+  });
+
+  it('runs a group again without the jobs whose request went away while it ran', async () => {
+    const { writer, rows } = await setup();
+    const goneWhile = new AbortController();
+    const inserts: JobGroup<number, number> = {
+      statement: (inputs) => ({
+        sql: 'INSERT INTO t (v) SELECT unnest($1::integer[])',
+        params: [`{${inputs}}`],
+      }),
+      values: (_rows, inputs) => {
+        goneWhile.abort();
+        return [...inputs];
+      },
+    };
+    const results = await Promise.allSettled([
+      writer.write({ group: inserts, input: 1 }),
+      writer.write({ group: inserts, input: 2, signal: goneWhile.signal }),
+      writer.write({ group: inserts, input: 3 }),
+    ]);
+    expect(results.map((r) => (r.status === 'fulfilled' ? r.value : r.reason.constructor.name))).toEqual([
+      1,
+      'RequestGoneError',
+      3,
+    ]);
+    expect(await rows()).toEqual([1, 3]);
   });
 
   it('commits nothing of a job whose request went away, before or while it ran', async () => {

@@ -1,7 +1,8 @@
 // Group commit on PostgreSQL: writes that arrive together share one transaction and so one COMMIT
 // (one WAL flush), on one reserved connection whose statements are pipelined (sent without waiting
 // for the answer before). Each job runs in a savepoint of its own, so one failing job rolls back
-// alone. A few batches run at once, each on its own connection.
+// alone; jobs of one group (creates) standing together run as one statement in one savepoint, and
+// each alone only should that statement fail. A few batches run at once, each on its own connection.
 //
 // Locks: a job names the users whose key counter it takes (creates, capped rotations). The batch
 // locks those counter rows first, in user order, so batches of creates on any number of replicas
@@ -20,7 +21,18 @@ export type CommitBatch = { size: number; seconds: number; committed: boolean };
 /** One statement with its parameters ($1, $2, …). */
 export type Statement = { sql: string; params: unknown[] };
 
-export type PostgresWrite<Session, T> = {
+/**
+ * Jobs of one kind (creates, say) that a batch runs as one statement when they stand next to each
+ * other in its queue: one round trip and one execution on the server for all of them.
+ */
+export type JobGroup<Input, T> = {
+  /** The one statement doing every input's work, in their order. */
+  statement: (inputs: readonly Input[]) => Statement;
+  /** Each input's value, in the inputs' order, from the statement's rows. */
+  values: (rows: unknown[], inputs: readonly Input[]) => T[];
+};
+
+export type PostgresWrite<Session, T, Input = never> = {
   /** The users whose key counter row the job locks (it is created at 0 when missing). */
   users?: readonly number[];
   /** The connection of the request that asked for it: once aborted, the job commits nothing. */
@@ -31,13 +43,9 @@ export type PostgresWrite<Session, T> = {
       run: (session: Session) => Promise<T>;
     }
   | {
-      /**
-       * The whole job as one statement: sent with the statements of the jobs beside it without
-       * waiting for any answer, so a run of such jobs costs one round trip.
-       */
-      statement: Statement;
-      /** The job's value, from the statement's rows. */
-      result: (rows: unknown[]) => T;
+      /** The job as one input of a group's statement. */
+      group: JobGroup<Input, T>;
+      input: Input;
     }
 );
 
@@ -62,8 +70,8 @@ const MAX_ATTEMPTS = 3;
 type Job = {
   users: readonly number[];
   run?: (session: unknown) => Promise<unknown>;
-  statement?: Statement;
-  result?: (rows: unknown[]) => unknown;
+  group?: JobGroup<unknown, unknown>;
+  input?: unknown;
   signal: AbortSignal | undefined;
   resolve: (value: unknown) => void;
   reject: (reason: unknown) => void;
@@ -89,13 +97,13 @@ export class PostgresGroupCommit<Session> {
   ) {}
 
   /** Runs the job in the next shared transaction; settles only after that transaction committed or failed. */
-  write<T>(write: PostgresWrite<Session, T>): Promise<T> {
+  write<T, Input = never>(write: PostgresWrite<Session, T, Input>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.queue.push({
         users: write.users ?? [],
         ...('run' in write
           ? { run: write.run as (session: unknown) => Promise<unknown> }
-          : { statement: write.statement, result: write.result }),
+          : { group: write.group as JobGroup<unknown, unknown>, input: write.input }),
         signal: write.signal,
         resolve: resolve as (value: unknown) => void,
         reject,
@@ -225,8 +233,8 @@ export class PostgresGroupCommit<Session> {
         const job = jobs[next] as Job;
         if (!runnable(job, next)) {
           next++;
-        } else if (job.statement) {
-          next = await this.runStatements(connection, jobs, next, runnable, outcomes);
+        } else if (job.group) {
+          next = await this.runGroup(connection, jobs, next, runnable, outcomes);
         } else {
           send(connection.unsafe(`SAVEPOINT s${next}`));
           try {
@@ -259,52 +267,60 @@ export class PostgresGroupCommit<Session> {
   }
 
   /**
-   * Sends the statement jobs from `first` on (up to the next job that is not one), each after its
-   * savepoint, all before reading any answer; answers the place of the next job to run. At the first
-   * job that failed (or whose request went away meanwhile) the transaction goes back to that job's
-   * savepoint, which also undoes the jobs sent after it: they are sent again from there.
+   * Runs the jobs of one group from `first` on (up to the next job of another kind) as one statement
+   * in one savepoint; answers the place of the next job to run. Should that statement fail, or a
+   * request among them go away while it ran, the savepoint is undone and each job runs alone in a
+   * savepoint of its own, so only the failing one fails.
    */
-  private async runStatements(
+  private async runGroup(
     connection: ReservedSQL,
     jobs: Job[],
     first: number,
     runnable: (job: Job, index: number) => boolean,
     outcomes: Outcomes,
   ): Promise<number> {
-    const sent: Array<{ index: number; savepoint: Promise<unknown>; rows: Promise<unknown> }> = [];
+    const group = (jobs[first] as Job).group as JobGroup<unknown, unknown>;
+    const members: number[] = [];
     let end = first;
-    for (; end < jobs.length; end++) {
-      const job = jobs[end] as Job;
-      if (!job.statement) break;
-      if (end > first && !runnable(job, end)) continue;
-      const savepoint = connection.unsafe(`SAVEPOINT s${end}`);
-      const rows = connection.unsafe(job.statement.sql, job.statement.params);
-      // Started now, in this order; read below, in the same order.
-      savepoint.catch(() => undefined);
-      rows.catch(() => undefined);
-      sent.push({ index: end, savepoint, rows });
+    for (; end < jobs.length && (jobs[end] as Job).group === group; end++) {
+      if (end === first || runnable(jobs[end] as Job, end)) members.push(end);
     }
-    for (const { index, savepoint, rows } of sent) {
-      const job = jobs[index] as Job;
-      // A savepoint refused means the transaction or the connection is gone: the batch fails.
+    const run = async (indexes: number[]) => {
+      const inputs = indexes.map((index) => (jobs[index] as Job).input);
+      const { sql, params } = group.statement(inputs);
+      return group.values((await connection.unsafe(sql, params)) as unknown[], inputs);
+    };
+    // Started now (a query is sent once something waits on it), so it goes before the statement.
+    const savepoint = connection.unsafe(`SAVEPOINT s${first}`);
+    savepoint.catch(() => undefined);
+    try {
+      const values = await run(members);
       await savepoint;
-      let error: unknown;
-      try {
-        const value = (job.result as (rows: unknown[]) => unknown)((await rows) as unknown[]);
-        if (!job.signal?.aborted) {
-          outcomes[index] = { ok: true, value };
-          continue;
-        }
-        error = new RequestGoneError();
-      } catch (failure) {
-        if (unavailableCode(failure) !== undefined) throw failure;
-        error = failure;
+      if (members.every((index) => !(jobs[index] as Job).signal?.aborted)) {
+        members.forEach((index, k) => {
+          outcomes[index] = { ok: true, value: values[k] };
+        });
+        return end;
       }
-      // Wait for every answer sent after it (each refused: the transaction is aborted) first.
-      await Promise.allSettled(sent.flatMap((job) => [job.savepoint, job.rows]));
-      await connection.unsafe(`ROLLBACK TO SAVEPOINT s${index}`);
-      outcomes[index] = { ok: false, error };
-      return index + 1;
+    } catch (error) {
+      // A refused savepoint, or a connection gone: the batch fails.
+      await savepoint;
+      if (unavailableCode(error) !== undefined) throw error;
+    }
+    await connection.unsafe(`ROLLBACK TO SAVEPOINT s${first}`);
+    for (const index of members) {
+      const job = jobs[index] as Job;
+      if (!runnable(job, index)) continue;
+      await connection.unsafe(`SAVEPOINT s${index}`);
+      try {
+        const [value] = await run([index]);
+        if (job.signal?.aborted) throw new RequestGoneError();
+        outcomes[index] = { ok: true, value };
+      } catch (error) {
+        if (unavailableCode(error) !== undefined) throw error;
+        await connection.unsafe(`ROLLBACK TO SAVEPOINT s${index}`);
+        outcomes[index] = { ok: false, error };
+      }
     }
     return end;
   }

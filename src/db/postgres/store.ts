@@ -12,7 +12,7 @@ import type { Logger } from '../../core/log';
 import { keyChanges } from '../key-changes';
 import { lineageOf, withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
-import { type CommitBatch, PostgresGroupCommit, type Statement } from './group-commit';
+import { type CommitBatch, type JobGroup, PostgresGroupCommit } from './group-commit';
 import type { PostgresDb } from './open';
 import { apiKeys, keyCredits, keyUsage, userKeyCounts } from './schema';
 import { unavailableCode, unavailableOr } from './unavailable';
@@ -46,20 +46,66 @@ const toColumns = ({ credits: _, ...row }: ApiKeyRow): typeof apiKeys.$inferInse
 /** What a write's statements go through: drizzle over the batch's reserved connection. */
 type Tx = Pick<PostgresDb, 'select' | 'insert' | 'update' | 'delete' | 'execute' | '$client'>;
 /**
- * A create in one statement: the key is inserted only while the user holds fewer than $14 live keys,
- * read under the lock of the user's counter row, which the batch holds. The counter (rows held,
+ * Creates in one statement, each key inserted only while its user holds fewer than its cap of live
+ * keys, read under the lock of the user's counter row, which the batch holds. The counter (rows held,
  * expired ones not yet purged included) is never below the live count, so under the cap it answers
  * alone; at the cap the live keys are counted exactly, so the cost no longer grows with the user's
- * keys. Text of its own, not built per call: building it through drizzle cost more CPU than the
- * rest of the create.
+ * keys. A user's earlier creates in the same statement count too (`before`): those allowed are the
+ * first of the user's, so each one refused would have been refused alone, after the others. The
+ * rows come as one JSON parameter typed text (typed json, Bun's client encodes the string once more);
+ * the text is fixed, not built through drizzle per call, which cost more CPU than the rest of a create.
  */
-const INSERT_WITHIN_CAP = `INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at,
-    lineage, rotated_at, enabled, meta, ratelimit_limit, ratelimit_duration)
-  SELECT $1::text, $2::text, $3::bigint, $4::smallint, $5::text, $6::bigint, $7::bigint, $8::text,
-    $9::bigint, $10::boolean, $11::text, $12::integer, $13::integer
-  WHERE (SELECT keys FROM user_key_counts WHERE user_id = $3) < $14::integer
-    OR (SELECT count(*) FROM api_keys WHERE user_id = $3 AND expires_at > $6) < $14
-  RETURNING 1`;
+const INSERT_WITHIN_CAP = `WITH input AS (
+    SELECT * FROM json_to_recordset($1::text::json) AS x(n integer, id text, secret_hash text, user_id bigint,
+      level smallint, name text, created_at bigint, expires_at bigint, lineage text, rotated_at bigint,
+      enabled boolean, meta text, ratelimit_limit integer, ratelimit_duration integer, cap integer)
+  ), ranked AS (
+    SELECT input.*, row_number() OVER (PARTITION BY user_id ORDER BY n) - 1 AS before FROM input
+  )
+  INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at, lineage,
+    rotated_at, enabled, meta, ratelimit_limit, ratelimit_duration)
+  SELECT id, secret_hash, user_id, level, name, created_at, expires_at, lineage, rotated_at, enabled,
+    meta, ratelimit_limit, ratelimit_duration
+  FROM ranked r
+  WHERE (SELECT keys FROM user_key_counts c WHERE c.user_id = r.user_id) + r.before < r.cap
+    OR (SELECT count(*) FROM api_keys k WHERE k.user_id = r.user_id AND k.expires_at > r.created_at)
+      + r.before < r.cap
+  ORDER BY n
+  RETURNING id`;
+
+type NewKey = { row: ApiKeyRow; limit: number };
+/** Creates standing together in a batch: one INSERT_WITHIN_CAP for all of them. */
+const creates: JobGroup<NewKey, 'inserted' | 'limit-reached'> = {
+  statement: (inputs) => ({
+    sql: INSERT_WITHIN_CAP,
+    params: [
+      JSON.stringify(
+        inputs.map(({ row, limit }, n) => ({
+          n,
+          id: row.id,
+          secret_hash: Buffer.from(row.secretHash).toString('hex'),
+          user_id: row.userId,
+          level: row.level,
+          name: row.name,
+          created_at: row.createdAt,
+          expires_at: row.expiresAt,
+          lineage: row.lineage ?? null,
+          rotated_at: row.rotatedAt ?? null,
+          enabled: row.enabled ?? true,
+          meta: row.meta ?? null,
+          ratelimit_limit: row.ratelimitLimit ?? null,
+          ratelimit_duration: row.ratelimitDuration ?? null,
+          cap: limit,
+        })),
+      ),
+    ],
+  }),
+  values: (rows, inputs) => {
+    const inserted = new Set((rows as Array<{ id: string }>).map((row) => row.id));
+    return inputs.map(({ row }) => (inserted.has(row.id) ? 'inserted' : 'limit-reached'));
+  },
+};
+
 /** Sets a lineage's credits (create, update), or adds them. */
 const setCredits = (tx: Tx, lineage: string, credits: NonNullable<ApiKeyRow['credits']>) =>
   tx
@@ -108,15 +154,15 @@ export async function createPostgresApiKeyStore(
     observer: onCommit,
   });
   /**
-   * Runs `work` (statements through drizzle, or one statement) in the next shared transaction; its
+   * Runs `work` (statements through drizzle, or one input of a group) in the next shared transaction; its
    * promise settles after COMMIT returned. `users`:
    * the users whose key counter the work reads under its lock (creates, capped rotations).
    */
-  const write = <T>(
-    work: ((tx: Tx) => Promise<T>) | { statement: Statement; result: (rows: unknown[]) => T },
+  const write = <T, Input = never>(
+    work: ((tx: Tx) => Promise<T>) | { group: JobGroup<Input, T>; input: Input },
     { users, signal }: { users?: readonly number[]; signal?: AbortSignal } = {},
   ) =>
-    writer.write({ users, signal, ...(typeof work === 'function' ? { run: work } : work) }).then(
+    writer.write<T, Input>({ users, signal, ...(typeof work === 'function' ? { run: work } : work) }).then(
       (value) => {
         onWrite?.(true);
         return value;
@@ -203,37 +249,18 @@ export async function createPostgresApiKeyStore(
     },
 
     async insertKeyWithinLimit(row, limit, signal) {
-      const insert = {
-        sql: INSERT_WITHIN_CAP,
-        params: [
-          row.id,
-          Buffer.from(row.secretHash).toString('hex'),
-          row.userId,
-          row.level,
-          row.name,
-          row.createdAt,
-          row.expiresAt,
-          row.lineage ?? null,
-          row.rotatedAt ?? null,
-          row.enabled ?? true,
-          row.meta ?? null,
-          row.ratelimitLimit ?? null,
-          row.ratelimitDuration ?? null,
-          limit,
-        ],
-      };
-      const outcomeOf = (rows: readonly unknown[]) => (rows.length === 0 ? 'limit-reached' : 'inserted');
       const { credits } = row;
-      const outcome = await write(
-        credits
-          ? async (tx) => {
-              const outcome = outcomeOf(await tx.$client.unsafe(insert.sql, insert.params));
+      const outcome = await (credits
+        ? write(
+            async (tx) => {
+              const { sql, params } = creates.statement([{ row, limit }]);
+              const [outcome] = creates.values(await tx.$client.unsafe(sql, params), [{ row, limit }]);
               if (outcome === 'inserted') await setCredits(tx, lineageOf(row), credits);
-              return outcome;
-            }
-          : { statement: insert, result: outcomeOf },
-        { users: [row.userId], signal },
-      );
+              return outcome as 'inserted' | 'limit-reached';
+            },
+            { users: [row.userId], signal },
+          )
+        : write({ group: creates, input: { row, limit } }, { users: [row.userId], signal }));
       // Ids carry 131 random bits, so no other replica can have this one cached as unknown: a local event only.
       if (outcome === 'inserted') announce([row.id]);
       return outcome;
