@@ -76,7 +76,7 @@ export async function openStore(
      * other replicas' changes, on SQLite its WAL checkpoints run on a thread of their own.
      */
     serving?: boolean;
-    /** SQLite: the group-commit observer (metrics). */
+    /** The group-commit observer (metrics). */
     onCommit?: (batch: CommitBatch) => void;
     /** PostgreSQL: told whether each write transaction committed or found the database unavailable (metrics). */
     onWrite?: (committed: boolean) => void;
@@ -89,7 +89,7 @@ export async function openStore(
     const db = await openPostgres(database.url, config.databasePoolSize);
     return {
       engine: 'postgres',
-      store: await createPostgresApiKeyStore(db, { listen: serving, logger, onWrite }),
+      store: await createPostgresApiKeyStore(db, { listen: serving, logger, onWrite, onCommit }),
       subjects: createPostgresSubjectStore(db),
       usage: createPostgresUsageStore(db, { onWrite }),
       policies: await createPostgresPolicyStore(db, { listen: serving }),

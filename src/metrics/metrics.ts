@@ -152,7 +152,7 @@ export function createMetrics(options: {
     cacheLookup(cache: string, hit: boolean): void {
       cacheLookups.inc({ cache, result: hit ? 'hit' : 'miss' });
     },
-    /** The group-commit writer's observer (db/group-commit.ts). */
+    /** The group-commit writers' observer (db/sqlite/group-commit.ts, db/postgres/group-commit.ts). */
     commitObserved(batch: { size: number; seconds: number; committed: boolean }): void {
       commitBatchSize.observe(batch.size);
       commitSeconds.observe(batch.seconds);
@@ -160,8 +160,8 @@ export function createMetrics(options: {
       databaseWritable.set(batch.committed ? 1 : 0);
     },
     /**
-     * A write's outcome on an engine without group commit (PostgreSQL): committed, or refused because
-     * the database could not take it. The purge's periodic write probes it again after a failure; a
+     * A PostgreSQL write's outcome (a key write, a usage flush): committed, or refused because the
+     * database could not take it. The purge's periodic write probes it again after a failure; a
      * pass with nothing to delete commits without writing, so it reads 1 even on a full disk.
      */
     writeObserved(committed: boolean): void {

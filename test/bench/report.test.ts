@@ -94,6 +94,22 @@ describe("the bench's report", () => {
     );
   });
 
+  it('judges creates on PostgreSQL against the same creates on SQLite in the same run', () => {
+    const row = '| create on PostgreSQL ÷ the same create on SQLite, empty databases (same run) |';
+    expect(lineOf(renderReport(input()), row)).toBe(
+      `${row} not measured in this run (needs --postgres) | ≥ 0.5 | — |`,
+    );
+    const onPostgres = (rps: number) =>
+      [1, 2, 3].map((round) => run('create via JWT', 'postgres', round, { rps: rps + 500 * round }));
+    const options = parseOptions(['--postgres'], {});
+    expect(
+      lineOf(renderReport(input({ options, runs: [...createAndFloor, ...onPostgres(4_000)] })), row),
+    ).toBe(`${row} create via JWT 0.50 (5,000 ÷ 10,000 req/s; by round 0.50, 0.50, 0.50) | ≥ 0.5 | met |`);
+    expect(
+      lineOf(renderReport(input({ options, runs: [...createAndFloor, ...onPostgres(3_000)] })), row),
+    ).toEndWith('| ≥ 0.5 | not met |');
+  });
+
   it('compares keygate with the peer, saying how the peer made fewer keys than keygate verifies over', () => {
     const runs = [
       ...createAndFloor,

@@ -7,6 +7,7 @@ import { SQL } from 'bun';
 import type { ApiKeyStore } from '../../src/apikeys/store';
 import { RequestGoneError } from '../../src/core/errors';
 import { embeddedPostgresMigrations } from '../../src/db/migrations.macro';
+import type { CommitBatch } from '../../src/db/postgres/group-commit';
 import { migrateUnderLock } from '../../src/db/postgres/migrate';
 import { openPostgres } from '../../src/db/postgres/open';
 import { createPostgresApiKeyStore } from '../../src/db/postgres/store';
@@ -139,6 +140,41 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL store', () => {
     release();
     await holding;
     expect(await blocked).toEqual(['inserted', 'inserted', 'inserted', 'inserted']);
+  });
+
+  it('lets creates of one user that share a transaction see each other against the cap', async () => {
+    const url = await freshPostgresDatabase();
+    const batches: CommitBatch[] = [];
+    const store = await createPostgresApiKeyStore(await openPostgres(url, 2), {
+      listen: false,
+      onCommit: (batch) => batches.push(batch),
+    });
+    closing.push(() => store.close());
+    await store.insertKeyWithinLimit(row(id(1)), 3);
+    batches.length = 0;
+    const outcomes = await Promise.allSettled([
+      store.insertKeyWithinLimit(row(id(2)), 3),
+      store.insertKeyWithinLimit(row(id(1)), 3), // the same id again: fails alone
+      store.insertKeyWithinLimit(row(id(3)), 3),
+      store.insertKeyWithinLimit(row(id(4)), 3),
+      store.insertKeyWithinLimit(row(id(5), { userId: 2 }), 3),
+    ]);
+    expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value : 'failed'))).toEqual([
+      'inserted',
+      'failed',
+      'inserted',
+      'limit-reached', // the fourth of user 1's keys: the two before it in the batch count
+      'inserted',
+    ]);
+    expect(batches.map(({ size, committed }) => ({ size, committed }))).toEqual([
+      { size: 5, committed: true },
+    ]);
+    const sql = admin(url);
+    expect(await actual(sql)).toEqual([
+      { userId: 1, keys: 3 },
+      { userId: 2, keys: 1 },
+    ]);
+    expect(await counted(sql)).toEqual(await actual(sql));
   });
 
   it('rolls back a write whose request went away before COMMIT, counter included', async () => {

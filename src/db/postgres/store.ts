@@ -1,18 +1,20 @@
-// The ApiKeyStore on PostgreSQL, for any number of replicas on one database. Each write is its own
-// transaction (COMMIT returned before its promise resolves, synchronous_commit on); the per-user cap
-// holds across replicas because a create first locks its user's row in user_key_counts (which
-// triggers keep in step with api_keys); a delete or rotation NOTIFYs the other replicas in the same
-// transaction, and LISTEN evicts their cached keys.
+// The ApiKeyStore on PostgreSQL, for any number of replicas on one database. Writes that arrive
+// together share one transaction (group-commit.ts): each promise settles after that COMMIT returned
+// (synchronous_commit on). The per-user cap holds across replicas because a create's batch first
+// locks its user's row in user_key_counts (which triggers keep in step with api_keys); a delete,
+// rotation or update NOTIFYs the other replicas in the same transaction, and LISTEN evicts their
+// cached keys.
 
-import { and, count, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/bun-sql';
 import { lineageOf } from '../../apikeys/settings';
 import type { ApiKeyRow, ApiKeyStore } from '../../apikeys/store';
-import { RequestGoneError } from '../../core/errors';
 import type { Logger } from '../../core/log';
 import { keyChanges } from '../key-changes';
 import { withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
 import { postgresCreditTakes } from './credits';
+import { type CommitBatch, type JobGroup, PostgresGroupCommit } from './group-commit';
 import type { PostgresDb } from './open';
 import { apiKeys, keyCredits, keyUsage, userKeyCounts, userPolicies } from './schema';
 import { unavailableCode, unavailableOr } from './unavailable';
@@ -48,7 +50,72 @@ const toColumns = ({ credits: _, ...row }: ApiKeyRow): typeof apiKeys.$inferInse
   ...row,
   secretHash: Buffer.from(row.secretHash).toString('hex'),
 });
-type Tx = Parameters<Parameters<PostgresDb['transaction']>[0]>[0];
+/** What a write's statements go through: drizzle over the batch's reserved connection. */
+type Tx = Pick<PostgresDb, 'select' | 'insert' | 'update' | 'delete' | 'execute' | '$client'>;
+/**
+ * Creates in one statement, each key inserted only while its user holds fewer than its cap of live
+ * keys (the user's policy's maxKeys, else MAX_KEYS_PER_USER), read under the lock of the user's
+ * counter row, which the batch holds, so a policy committed before is the one every later create obeys. The counter (rows held,
+ * expired ones not yet purged included) is never below the live count, so under the cap it answers
+ * alone; at the cap the live keys are counted exactly, so the cost no longer grows with the user's
+ * keys. A user's earlier creates in the same statement count too (`before`): those allowed are the
+ * first of the user's, so each one refused would have been refused alone, after the others. The
+ * rows come as one JSON parameter typed text (typed json, Bun's client encodes the string once more);
+ * the text is fixed, not built through drizzle per call, which cost more CPU than the rest of a create.
+ */
+const INSERT_WITHIN_CAP = `WITH input AS (
+    SELECT * FROM json_to_recordset($1::text::json) AS x(n integer, id text, secret_hash text, user_id bigint,
+      level smallint, name text, created_at bigint, expires_at bigint, lineage text, rotated_at bigint,
+      enabled boolean, meta text, ratelimit_limit integer, ratelimit_duration integer, cap integer)
+  ), ranked AS (
+    SELECT input.*, row_number() OVER (PARTITION BY user_id ORDER BY n) - 1 AS before,
+      coalesce((SELECT max_keys FROM user_policies p WHERE p.user_id = input.user_id), input.cap) AS user_cap
+    FROM input
+  )
+  INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at, lineage,
+    rotated_at, enabled, meta, ratelimit_limit, ratelimit_duration)
+  SELECT id, secret_hash, user_id, level, name, created_at, expires_at, lineage, rotated_at, enabled,
+    meta, ratelimit_limit, ratelimit_duration
+  FROM ranked r
+  WHERE (SELECT keys FROM user_key_counts c WHERE c.user_id = r.user_id) + r.before < r.user_cap
+    OR (SELECT count(*) FROM api_keys k WHERE k.user_id = r.user_id AND k.expires_at > r.created_at)
+      + r.before < r.user_cap
+  ORDER BY n
+  RETURNING id`;
+
+type NewKey = { row: ApiKeyRow; limit: number };
+/** Creates standing together in a batch: one INSERT_WITHIN_CAP for all of them. */
+const creates: JobGroup<NewKey, 'inserted' | 'limit-reached'> = {
+  statement: (inputs) => ({
+    sql: INSERT_WITHIN_CAP,
+    params: [
+      JSON.stringify(
+        inputs.map(({ row, limit }, n) => ({
+          n,
+          id: row.id,
+          secret_hash: Buffer.from(row.secretHash).toString('hex'),
+          user_id: row.userId,
+          level: row.level,
+          name: row.name,
+          created_at: row.createdAt,
+          expires_at: row.expiresAt,
+          lineage: row.lineage ?? null,
+          rotated_at: row.rotatedAt ?? null,
+          enabled: row.enabled ?? true,
+          meta: row.meta ?? null,
+          ratelimit_limit: row.ratelimitLimit ?? null,
+          ratelimit_duration: row.ratelimitDuration ?? null,
+          cap: limit,
+        })),
+      ),
+    ],
+  }),
+  values: (rows, inputs) => {
+    const inserted = new Set((rows as Array<{ id: string }>).map((row) => row.id));
+    return inputs.map(({ row }) => (inserted.has(row.id) ? 'inserted' : 'limit-reached'));
+  },
+};
+
 /** Sets a lineage's credits (create, update), or adds them. */
 const setCredits = (tx: Tx, lineage: string, credits: NonNullable<ApiKeyRow['credits']>) =>
   tx
@@ -73,126 +140,67 @@ export type PostgresStoreOptions = {
   /** Subscribe to other replicas' changes (off for one-shot commands such as `keygate purge`). */
   listen: boolean;
   /** While listening: where the SQL client's own warnings go (else they stay plain text on stderr). */
-  logger?: Pick<
-    Logger,
-    'info' | 'warn'
-  > /** Told after each write transaction: committed, or refused because the database is unavailable. */;
+  logger?: Pick<Logger, 'info' | 'warn'>;
+  /** Told after each write: committed, or refused because the database is unavailable. */
   onWrite?: (committed: boolean) => void;
+  /** Told about every shared transaction after it committed or failed (metrics). */
+  onCommit?: (batch: CommitBatch) => void;
 };
+
+/**
+ * How many write batches run at once: half the pool, so reads (and a batch waiting for a counter
+ * row another replica holds) still find a connection.
+ */
+const lanesFor = (poolSize: number) => Math.max(1, Math.floor(poolSize / 2));
 
 export async function createPostgresApiKeyStore(
   db: PostgresDb,
-  { listen, logger, onWrite }: PostgresStoreOptions,
+  { listen, logger, onWrite, onCommit }: PostgresStoreOptions,
 ): Promise<ApiKeyStore> {
   const { announce, onKeysChanged } = keyChanges();
-  const inFlight = new Set<Promise<unknown>>();
-  /** Runs one write transaction; its promise settles after COMMIT returned and the change is announced. */
-  const write = <T>(
-    work: (tx: Parameters<Parameters<PostgresDb['transaction']>[0]>[0]) => Promise<T>,
-    request?: AbortSignal,
-  ) => {
-    const done = db
-      .transaction(async (tx) => {
-        // Durability must not depend on the server's default: a 201 or 204 means the commit is on
-        // disk. Per transaction, not in the startup message: PgBouncer refuses unknown startup
-        // parameters by default, and a SET LOCAL passes through it in any pooling mode.
-        await tx.execute(sql`SET LOCAL synchronous_commit TO on`);
-        const value = await work(tx);
-        // As in SQLite's group commit: a change whose answer nobody can receive (Bun closed the
-        // connection, README "Pipelined requests") is rolled back rather than committed.
-        if (request?.aborted) throw new RequestGoneError();
-        return value;
-      })
-      .then(
-        (value) => {
-          onWrite?.(true);
-          return value;
-        },
-        (error: unknown) => {
-          if (unavailableCode(error) !== undefined) onWrite?.(false);
-          return unavailableOr(error);
-        },
-      );
-    inFlight.add(done);
-    const forget = () => inFlight.delete(done);
-    done.then(forget, forget);
-    return done;
-  };
+  const writer = new PostgresGroupCommit<Tx>(db.$client, {
+    open: (connection) => drizzle({ client: connection }),
+    lanes: lanesFor(db.$client.options.max ?? 10),
+    observer: onCommit,
+  });
   /**
-   * A user's creates and capped rotations wait for each other on the user's counter row anyway. Here
-   * they also queue in this replica, before taking a pooled connection: otherwise one busy user's
-   * queued writes would each hold a connection while waiting for that lock, and every other user's
-   * request would wait for the pool (measured: another user's create waited ~0.8 s beside one user
-   * creating on 63 connections).
+   * Runs `work` (statements through drizzle, or one input of a group) in the next shared transaction; its
+   * promise settles after COMMIT returned. `users`:
+   * the users whose key counter the work reads under its lock (creates, capped rotations).
    */
-  const userQueues = new Map<number, Promise<unknown>>();
-  const inUserTurn = <T>(userId: number, work: () => Promise<T>): Promise<T> => {
-    const mine = (userQueues.get(userId) ?? Promise.resolve()).then(work, work);
-    const settled = mine.catch(() => undefined);
-    userQueues.set(userId, settled);
-    settled.then(() => {
-      if (userQueues.get(userId) === settled) userQueues.delete(userId);
-    });
-    return mine;
-  };
+  const write = <T, Input = never>(
+    work: ((tx: Tx) => Promise<T>) | { group: JobGroup<Input, T>; input: Input },
+    { users, signal }: { users?: readonly number[]; signal?: AbortSignal } = {},
+  ) =>
+    writer.write<T, Input>({ users, signal, ...(typeof work === 'function' ? { run: work } : work) }).then(
+      (value) => {
+        onWrite?.(true);
+        return value;
+      },
+      (error: unknown) => {
+        if (unavailableCode(error) !== undefined) onWrite?.(false);
+        return unavailableOr(error);
+      },
+    );
   // This replica announces its own changes as they commit; its own notifications, echoed back, are skipped.
   const replicaId = crypto.randomUUID();
   const payloadOf = (ids: readonly string[]) => `${replicaId} ${ids.join(',')}`;
-  const notify = async (tx: { execute: PostgresDb['execute'] }, ids: readonly string[]) => {
+  const notify = async (tx: Pick<Tx, 'execute'>, ids: readonly string[]) => {
     for (let i = 0; i < ids.length; i += IDS_PER_NOTIFY) {
       await tx.execute(
         sql`SELECT pg_notify(${KEYS_CHANNEL}, ${payloadOf(ids.slice(i, i + IDS_PER_NOTIFY))})`,
       );
     }
   };
-  /**
-   * Locks the user's counter row until the transaction ends and answers the rows it counts. The lock
-   * serialises the user's creates and capped rotations across every replica: the next one waits here
-   * and then reads the count this one's insert left. A user's first key creates the row (at 0).
-   */
-  const lockKeysHeld = async (tx: Pick<PostgresDb, 'insert'>, userId: number) => {
-    const [row] = await tx
-      .insert(userKeyCounts)
-      .values({ userId, keys: 0 })
-      .onConflictDoUpdate({ target: userKeyCounts.userId, set: { keys: sql`${userKeyCounts.keys}` } })
-      .returning({ keys: userKeyCounts.keys });
-    return row?.keys ?? 0;
-  };
-  const liveCount = async (tx: Pick<PostgresDb, 'select'>, userId: number, now: number) => {
-    const [row] = await tx
-      .select({ n: count() })
-      .from(apiKeys)
-      .where(and(eq(apiKeys.userId, userId), gt(apiKeys.expiresAt, now)));
-    return row?.n ?? 0;
-  };
-  /** The user's policy's maxKeys, which replaces MAX_KEYS_PER_USER for them; undefined: none. */
-  const policyCap = async (tx: Pick<PostgresDb, 'select'>, userId: number) => {
-    const [row] = await tx
-      .select({ maxKeys: userPolicies.maxKeys })
-      .from(userPolicies)
-      .where(eq(userPolicies.userId, userId));
-    return row?.maxKeys ?? undefined;
-  };
-  /**
-   * Whether the user may hold one more live key, under the counter row's lock. The counter (rows held,
-   * expired ones not yet purged included) is never below the live count, so under the cap it answers
-   * alone; at the cap the live keys are counted exactly, so the cost no longer grows with the user's keys.
-   */
-  const belowCap = async (
-    tx: Pick<PostgresDb, 'insert' | 'select'>,
-    userId: number,
-    now: number,
-    limit: number,
-  ) => {
-    const held = await lockKeysHeld(tx, userId);
-    // Read under the lock, so a policy committed before it is the one every later create obeys.
-    const cap = (await policyCap(tx, userId)) ?? limit;
-    return held < cap || (await liveCount(tx, userId, now)) < cap;
+  /** Whether the user may hold one more live key: INSERT_WITHIN_CAP's condition, for a rotation. */
+  const belowCap = (userId: number, now: number, limit: number) => {
+    const cap = sql`coalesce((SELECT ${userPolicies.maxKeys} FROM ${userPolicies} WHERE ${userPolicies.userId} = ${userId}), ${limit})`;
+    return sql`(
+    (SELECT ${userKeyCounts.keys} FROM ${userKeyCounts} WHERE ${userKeyCounts.userId} = ${userId}) < ${cap}
+    OR (SELECT count(*) FROM ${apiKeys} WHERE ${apiKeys.userId} = ${userId} AND ${apiKeys.expiresAt} > ${now}) < ${cap})`;
   };
 
-  async function drained(): Promise<void> {
-    await Promise.allSettled([...inFlight]);
-  }
+  const drained = () => writer.drained();
 
   const stopRoutingWarnings = listen && logger ? routeClientWarnings(logger) : () => {};
   if (listen) {
@@ -256,43 +264,53 @@ export async function createPostgresApiKeyStore(
     },
 
     async insertKeyWithinLimit(row, limit, signal) {
-      const outcome = await inUserTurn(row.userId, () =>
-        write(async (tx) => {
-          if (!(await belowCap(tx, row.userId, row.createdAt, limit))) return 'limit-reached' as const;
-          await tx.insert(apiKeys).values(toColumns(row));
-          if (row.credits) await setCredits(tx, lineageOf(row), row.credits);
-          return 'inserted' as const;
-        }, signal),
-      );
+      const { credits } = row;
+      const outcome = await (credits
+        ? write(
+            async (tx) => {
+              const { sql, params } = creates.statement([{ row, limit }]);
+              const [outcome] = creates.values(await tx.$client.unsafe(sql, params), [{ row, limit }]);
+              if (outcome === 'inserted') await setCredits(tx, lineageOf(row), credits);
+              return outcome as 'inserted' | 'limit-reached';
+            },
+            { users: [row.userId], signal },
+          )
+        : write({ group: creates, input: { row, limit } }, { users: [row.userId], signal }));
       // Ids carry 131 random bits, so no other replica can have this one cached as unknown: a local event only.
       if (outcome === 'inserted') announce([row.id]);
       return outcome;
     },
 
     async deleteKey(id, signal) {
-      const deleted = await write(async (tx) => {
-        // One statement: the NOTIFY is sent only when a row went, without a second round trip.
-        const rows = await tx.execute<{ lineage: string }>(sql`
+      const deleted = await write(
+        async (tx) => {
+          // One statement: the NOTIFY is sent only when a row went, without a second round trip.
+          const rows = await tx.execute<{ lineage: string }>(sql`
           WITH gone AS (DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ${id}
             RETURNING coalesce(${apiKeys.lineage}, ${apiKeys.id}) AS lineage)
           SELECT lineage, pg_notify(${KEYS_CHANNEL}, ${payloadOf([id])}) FROM gone`);
-        if (rows.length === 0) return false;
-        await dropCreditsOfGone(
-          tx,
-          [...rows].map((row) => row.lineage),
-        );
-        // The key's usage rows go with it. A statement of its own, after the key's row lock: a usage
-        // flush that held that lock has committed by now, and this statement sees its rows.
-        await tx.delete(keyUsage).where(eq(keyUsage.keyId, id));
-        return true;
-      }, signal);
+          if (rows.length === 0) return false;
+          // The key's usage rows go with it. A statement of its own, after the key's row lock: a usage
+          // flush that held that lock has committed by now, and this statement sees its rows. Sent
+          // together with the credits' statement, without waiting for its answer.
+          await Promise.all([
+            dropCreditsOfGone(
+              tx,
+              [...rows].map((row) => row.lineage),
+            ),
+            tx.delete(keyUsage).where(eq(keyUsage.keyId, id)),
+          ]);
+          return true;
+        },
+        { signal },
+      );
       if (deleted) announce([id]);
       return deleted;
     },
 
     async deleteKeysOfUser(userId, now, signal) {
-      const live = await inUserTurn(userId, () =>
-        write(async (tx) => {
+      const live = await write(
+        async (tx) => {
           const rows = await tx.execute<{ id: string; lineage: string; expires_at: string | number }>(sql`
             DELETE FROM ${apiKeys} WHERE ${apiKeys.userId} = ${userId}
             RETURNING ${apiKeys.id}, coalesce(${apiKeys.lineage}, ${apiKeys.id}) AS lineage, ${apiKeys.expiresAt}`);
@@ -310,74 +328,83 @@ export async function createPostgresApiKeyStore(
           // One notification for them all: the other replicas evict every key of the user.
           await tx.execute(sql`SELECT pg_notify(${KEYS_CHANNEL}, ${`${replicaId} ${USER_PREFIX}${userId}`})`);
           return gone.filter((row) => Number(row.expires_at) > now).length;
-        }, signal),
+        },
+        { signal },
       );
       announce({ userId });
       return live;
     },
 
     async rotateKey({ previousId, previousExpiresAt, next, limit }, signal) {
-      const outcome = await inUserTurn(next.userId, () =>
-        write(async (tx) => {
+      const outcome = await write(
+        async (tx) => {
           const now = next.createdAt;
           // Locked and checked again inside the transaction: a delete or rotation elsewhere may have won.
-          // The key row before the counter row, as a delete takes them: the two cannot deadlock.
           const [previous] = await tx
-            .select({ expiresAt: apiKeys.expiresAt })
+            .select({
+              expiresAt: apiKeys.expiresAt,
+              belowCap:
+                limit === undefined ? sql<boolean>`true` : sql<boolean>`${belowCap(next.userId, now, limit)}`,
+            })
             .from(apiKeys)
             .where(eq(apiKeys.id, previousId))
             .for('update');
           if (previous === undefined || previous.expiresAt <= now) return 'not-found' as const;
-          if (limit !== undefined && !(await belowCap(tx, next.userId, now, limit))) {
-            return 'limit-reached' as const;
-          }
-          await tx
-            .update(apiKeys)
-            .set({ expiresAt: previousExpiresAt, rotatedAt: now })
-            .where(eq(apiKeys.id, previousId));
-          await tx.insert(apiKeys).values(toColumns(next));
-          await notify(tx, [previousId]);
+          if (!previous.belowCap) return 'limit-reached' as const;
+          // Sent together: each is answered in turn, and any failure fails the rotation.
+          await Promise.all([
+            tx
+              .update(apiKeys)
+              .set({ expiresAt: previousExpiresAt, rotatedAt: now })
+              .where(eq(apiKeys.id, previousId)),
+            tx.insert(apiKeys).values(toColumns(next)),
+            notify(tx, [previousId]),
+          ]);
           return 'rotated' as const;
-        }, signal),
+        },
+        { users: limit === undefined ? [] : [next.userId], signal },
       );
       if (outcome === 'rotated') announce([previousId, next.id]);
       return outcome;
     },
 
     async updateKey(id, update, now, signal) {
-      const updated = await write(async (tx) => {
-        // Locked and checked again inside the transaction: a delete or rotation elsewhere may have won.
-        const [current] = await tx
-          .select({ expiresAt: apiKeys.expiresAt, lineage: apiKeys.lineage })
-          .from(apiKeys)
-          .where(eq(apiKeys.id, id))
-          .for('update');
-        if (current === undefined || current.expiresAt <= now) return undefined;
-        const { ratelimit, credits, ...columns } = update;
-        const set = {
-          ...columns,
-          ...(ratelimit === undefined
-            ? {}
-            : { ratelimitLimit: ratelimit?.limit ?? null, ratelimitDuration: ratelimit?.duration ?? null }),
-        };
-        if (Object.keys(set).length > 0) await tx.update(apiKeys).set(set).where(eq(apiKeys.id, id));
-        const lineage = current.lineage ?? id;
-        if (credits === null) await tx.delete(keyCredits).where(eq(keyCredits.lineage, lineage));
-        else if (credits !== undefined) await setCredits(tx, lineage, credits);
-        // Every key of the lineage, here and on the other replicas: its credits are theirs too.
-        const family = await tx
-          .select({ id: apiKeys.id })
-          .from(apiKeys)
-          .where(or(eq(apiKeys.id, lineage), eq(apiKeys.lineage, lineage)));
-        const ids = family.map((row) => row.id);
-        await notify(tx, ids);
-        const [row] = await tx
-          .select(keyWithCredits)
-          .from(apiKeys)
-          .leftJoin(keyCredits, creditsOfKey)
-          .where(eq(apiKeys.id, id));
-        return row === undefined ? undefined : { row: toRow(row), ids };
-      }, signal);
+      const updated = await write(
+        async (tx) => {
+          // Locked and checked again inside the transaction: a delete or rotation elsewhere may have won.
+          const [current] = await tx
+            .select({ expiresAt: apiKeys.expiresAt, lineage: apiKeys.lineage })
+            .from(apiKeys)
+            .where(eq(apiKeys.id, id))
+            .for('update');
+          if (current === undefined || current.expiresAt <= now) return undefined;
+          const { ratelimit, credits, ...columns } = update;
+          const set = {
+            ...columns,
+            ...(ratelimit === undefined
+              ? {}
+              : { ratelimitLimit: ratelimit?.limit ?? null, ratelimitDuration: ratelimit?.duration ?? null }),
+          };
+          if (Object.keys(set).length > 0) await tx.update(apiKeys).set(set).where(eq(apiKeys.id, id));
+          const lineage = current.lineage ?? id;
+          if (credits === null) await tx.delete(keyCredits).where(eq(keyCredits.lineage, lineage));
+          else if (credits !== undefined) await setCredits(tx, lineage, credits);
+          // Every key of the lineage, here and on the other replicas: its credits are theirs too.
+          const family = await tx
+            .select({ id: apiKeys.id })
+            .from(apiKeys)
+            .where(or(eq(apiKeys.id, lineage), eq(apiKeys.lineage, lineage)));
+          const ids = family.map((row) => row.id);
+          await notify(tx, ids);
+          const [row] = await tx
+            .select(keyWithCredits)
+            .from(apiKeys)
+            .leftJoin(keyCredits, creditsOfKey)
+            .where(eq(apiKeys.id, id));
+          return row === undefined ? undefined : { row: toRow(row), ids };
+        },
+        { signal },
+      );
       if (updated) announce(updated.ids);
       return updated?.row;
     },
@@ -386,6 +413,7 @@ export async function createPostgresApiKeyStore(
 
     async deleteExpiredBatch(now, limit) {
       // SKIP LOCKED: replicas purging at the same time take different rows, and none waits on another.
+      // It shares a transaction with the requests' writes of the moment, like any other write.
       const ids = await write(async (tx) => {
         const rows = await tx.execute<{ id: string; lineage: string }>(sql`
           DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ANY(ARRAY(
