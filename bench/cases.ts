@@ -2,7 +2,7 @@
 // measures; and the fixtures they share (tokens, caller keys, keys to verify, seeded databases).
 import { randomBytes } from 'node:crypto';
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { createJwtAuthority } from '../src/auth/jwt';
 import { systemClock } from '../src/core/clock';
 import type { PeerKeys } from './figures';
@@ -45,6 +45,7 @@ export type CaseName =
   | 'create by one user (0 keys)'
   | 'create by one user (10k keys)'
   | 'create by one user (100k keys)'
+  | 'create by one user (500k keys)'
   | "fairness: another user's create"
   | 'fairness baseline';
 
@@ -234,10 +235,20 @@ function seedKeysToDelete(users: number, dbPath: string, count: number, listPath
   return listPath;
 }
 
-/** User 1's `count` live keys, for the one-user and fairness cases. */
+// The empty template with user 1's keys, by count: seeded once, copied by every round.
+const heldTemplates = new Map<number, string>();
+
+/** User 1's `count` live keys, for the one-user and fairness cases, into a copy of the empty template. */
 function seedHeldKeys(dbPath: string, count: number): void {
   if (count === 0) return;
-  seedKeys(dbPath, [{ count, userOf: () => 1, level: 1, expiresAt: Date.now() + DAY_MS, name: 'held' }]);
+  let template = heldTemplates.get(count);
+  if (template === undefined) {
+    template = join(dirname(dbPath), `template-held-${count}.db`);
+    copyFileSync(dbPath, template);
+    seedKeys(template, [{ count, userOf: () => 1, level: 1, expiresAt: Date.now() + DAY_MS, name: 'held' }]);
+    heldTemplates.set(count, template);
+  }
+  copyFileSync(template, dbPath);
 }
 
 /**
@@ -312,7 +323,7 @@ export function cases(context: CaseContext, fixtures: Fixtures, peer: { keys?: P
       expect: 200,
       load: () => ({ script: 'post-body.lua', args: ['/apikeys/verify', fixtures.verifyTokenFile] }),
     },
-    ...([0, 10_000, 100_000] as const).map(
+    ...([0, 10_000, 100_000, 500_000] as const).map(
       (held): Case => ({
         name: `create by one user (${held === 0 ? '0' : `${held / 1000}k`} keys)` as CaseName,
         expect: 201,

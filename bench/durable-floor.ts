@@ -49,8 +49,9 @@ const insert = keygateFile
   : db.prepare('INSERT INTO t VALUES (?, ?, ?)');
 const begin = db.prepare('BEGIN IMMEDIATE');
 const commit = db.prepare('COMMIT');
-// The duties' cap check: the user's row count, under keygate's default cap.
-const MAX_KEYS_PER_USER = 1000;
+// The duties' cap check: the user's row count, under keygate's default cap or MAX_KEYS_PER_USER (the
+// one-user cases lift it, as they do keygate's).
+const MAX_KEYS_PER_USER = Number(process.env.MAX_KEYS_PER_USER ?? 1000);
 const rowsHeld = keygateFile
   ? db.prepare<{ keys: number }, [number]>('SELECT keys FROM user_key_counts WHERE user_id = ?')
   : undefined;

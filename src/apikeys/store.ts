@@ -84,7 +84,10 @@ export interface ApiKeyStore {
   /**
    * The row, at once where the engine reads synchronously (SQLite: one lookup by primary key, no
    * promise for the key cache to wait on), else as a promise (PostgreSQL). Failures are thrown, or
-   * rejected, as `StoreUnavailableError` when the database cannot answer.
+   * rejected, as `StoreUnavailableError` when the database cannot answer. For an id no key has, it
+   * reads, joins and decodes another stored key all the same (the nearest id below, else the newest)
+   * and answers undefined: an unknown id takes the time a known one does, so a wrong secret and an
+   * unknown key cannot be told apart by the time of an uncached lookup.
    */
   findKey(id: string): ApiKeyRow | undefined | Promise<ApiKeyRow | undefined>;
 

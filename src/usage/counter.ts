@@ -35,7 +35,11 @@ export type UsageBatch = {
   lastUsed: Array<{ keyId: string; at: number }>;
 };
 
-export type UsageRecorder = { record(keyId: string, outcome: UsageOutcome): void };
+export type UsageRecorder = {
+  record(keyId: string, outcome: UsageOutcome): void;
+  /** An attempt with an id that names no key: counted nowhere, at the cost of a `record`. */
+  recordUnknown(keyId: string): void;
+};
 
 export const HOUR_MS = 3_600_000;
 
@@ -66,6 +70,8 @@ export function createUsageCounter({
   let inFlight: Map<string, Entry> | undefined;
   let dropped = 0;
   let toldFull = false;
+  /** Where an unknown id's attempt is counted: never taken, written or read. */
+  const nowhere: Entry = { keyId: '', lastUsedAt: undefined, buckets: [] };
 
   function entryOf(keyId: string): Entry | undefined {
     let entry = entries.get(keyId);
@@ -133,6 +139,21 @@ export function createUsageCounter({
           bucket.denied++;
           break;
       }
+    },
+
+    /**
+     * Does for an id that names no key what `record` does for a wrong secret (a lookup of the id, the
+     * hour's bucket, an increment), counting into an entry nobody reads: a verify of an unknown key
+     * costs what one of a known key with a wrong secret does (docs/security.md).
+     */
+    recordUnknown(keyId: string): void {
+      // The lookup a known id's record makes, its answer kept where nothing reads it (an id counted
+      // before its key was deleted is unknown now, and must not be counted again).
+      nowhere.lastUsedAt = entries.get(keyId)?.lastUsedAt;
+      const now = clock();
+      // Only the current hour's bucket is kept: the entry would otherwise grow one bucket an hour.
+      if (nowhere.buckets.length > 1) nowhere.buckets.shift();
+      bucketOf(nowhere, now - (now % HOUR_MS)).denied++;
     },
 
     /**

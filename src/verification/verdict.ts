@@ -122,9 +122,11 @@ export function createVerifier({
                 )
               : judged;
           return andThen(verdict, (final) => {
-            // Only ids that name a key: an unknown id counts nothing (a wrong secret carries its key's id).
+            // Only ids that name a key are counted (a wrong secret carries its key's id); an unknown id
+            // costs the counter what a wrong secret does, and counts nothing.
             const keyId = outcome.status === 'not-found' ? outcome.keyId : outcome.row.id;
             if (keyId !== undefined) usage?.record(keyId, usageOutcomeOf(final.code));
+            else usage?.recordUnknown(key);
             return final;
           });
         }),

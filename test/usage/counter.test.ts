@@ -138,6 +138,23 @@ describe('usage counter', () => {
     expect(asked).toBe(2);
   });
 
+  it('counts nothing for an unknown id, not even one counted before, over hours and past the bound', () => {
+    const { usage, time } = counter(1);
+    usage.record('a', 'denied');
+    for (let hour = 0; hour < 3; hour++) {
+      time.now = T0 + hour * HOUR_MS;
+      usage.recordUnknown('gone');
+      usage.recordUnknown('a');
+    }
+    expect(usage.size).toBe(1);
+    expect(usage.pendingRows('gone')).toEqual([]);
+    expect(usage.take()).toEqual({
+      rows: [{ keyId: 'a', bucket: HOUR_10, ...zero, denied: 1 }],
+      lastUsed: [],
+    });
+    expect(usage.takeDropped()).toBe(0);
+  });
+
   it('maps verification codes to outcomes, any refusal to denied', () => {
     expect(usageOutcomeOf('VALID')).toBe('valid');
     expect(usageOutcomeOf('RATE_LIMITED')).toBe('rateLimited');

@@ -1,4 +1,4 @@
-// Starts the compiled binary for the fault scripts: 127.0.0.1, a free port, a fixed JWT secret, a
+// Starts the compiled binary (or the source) for the fault scripts: 127.0.0.1, a free port, a fixed JWT secret, a
 // database in a directory the caller owns. Tracks every process it starts so a script can end
 // exactly those (and only those) on the way out.
 import { existsSync, mkdtempSync } from 'node:fs';
@@ -10,6 +10,8 @@ import { createJwtAuthority } from '../../../src/auth/jwt';
 export const SCRIPT_JWT_SECRET = 'fault-scripts-secret-at-least-32-bytes-long';
 /** dist/keygate, or KEYGATE_BINARY (e.g. a build of the working tree kept apart from a running bench). */
 export const BINARY = process.env.KEYGATE_BINARY ?? resolve(import.meta.dir, '../../../dist/keygate');
+
+const CLI_SOURCE = resolve(import.meta.dir, '../../../src/cli.ts');
 
 const started = new Set<Subprocess>();
 process.on('exit', () => {
@@ -50,6 +52,8 @@ export type StartOptions = {
   port?: number;
   env?: Record<string, string>;
   binary?: string;
+  /** Run from source (`bun src/cli.ts serve`) instead of the compiled binary. */
+  fromSource?: boolean;
 };
 
 /** Spawns keygate serve; resolves once /health answers (or rejects with its stderr if it exits). */
@@ -62,7 +66,8 @@ export async function startKeygate(options: StartOptions): Promise<RunningKeygat
 /** Spawns keygate serve and hands the process back at once; `ready` settles as startKeygate does. */
 export function spawnKeygate(options: StartOptions): { running: RunningKeygate; ready: Promise<void> } {
   const port = options.port ?? freePort();
-  const child = Bun.spawn([requireBinary(options.binary), 'serve'], {
+  const command = options.fromSource ? [process.execPath, CLI_SOURCE] : [requireBinary(options.binary)];
+  const child = Bun.spawn([...command, 'serve'], {
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOST: '127.0.0.1',

@@ -50,6 +50,12 @@ const toColumns = ({ credits: _, ...row }: ApiKeyRow): typeof apiKeys.$inferInse
   ...row,
   secretHash: Buffer.from(row.secretHash).toString('hex'),
 });
+/**
+ * The id a key lookup reads: the key's, else the nearest stored id below it, else the newest (the
+ * interface says why). The materialized row computes both bounds, so both are looked up every time.
+ */
+const lookupIdFor = (id: string) =>
+  sql`(WITH bounds AS MATERIALIZED (SELECT (SELECT max(k.id) FROM ${apiKeys} k WHERE k.id <= ${id}) AS below, (SELECT max(k.id) FROM ${apiKeys} k) AS newest) SELECT coalesce(below, newest) FROM bounds)`;
 /** What a write's statements go through: drizzle over the batch's reserved connection. */
 type Tx = Pick<PostgresDb, 'select' | 'insert' | 'update' | 'delete' | 'execute' | '$client'>;
 /**
@@ -235,9 +241,10 @@ export async function createPostgresApiKeyStore(
         .select(keyWithCredits)
         .from(apiKeys)
         .leftJoin(keyCredits, creditsOfKey)
-        .where(eq(apiKeys.id, id))
+        .where(eq(apiKeys.id, lookupIdFor(id)))
         .catch(unavailableOr);
-      return row === undefined ? undefined : toRow(row);
+      const read = row === undefined ? undefined : toRow(row);
+      return read?.id === id ? read : undefined;
     },
 
     async listLiveKeys({ userId, now, maxLevel, after, limit }) {

@@ -73,6 +73,17 @@ export function createSqliteApiKeyStore(
     .where(eq(apiKeys.id, sql.placeholder('id')))
     .prepare();
   const findById = { get: (params: { id: string }) => rowOf(findJoined.get(params)) };
+  // The key lookup's row: the key's, else the nearest stored key's below it, else the newest's (the
+  // interface says why). min() evaluates both of its arguments, so both bounds are looked up every
+  // time; '~' sorts after every key id, so with nothing below, min() picks the newest.
+  const findForLookup = selectKeys()
+    .where(
+      eq(
+        apiKeys.id,
+        sql`min(ifnull((SELECT max(k.id) FROM ${apiKeys} k WHERE k.id <= ${sql.placeholder('id')}), '~'), (SELECT max(k.id) FROM ${apiKeys} k))`,
+      ),
+    )
+    .prepare();
   const rowOf = (joined: Parameters<typeof withCredits>[0] | undefined): ApiKeyRow | undefined =>
     joined === undefined ? undefined : withCredits(joined);
 
@@ -263,7 +274,8 @@ export function createSqliteApiKeyStore(
   return {
     findKey(id) {
       try {
-        return findById.get({ id });
+        const read = rowOf(findForLookup.get({ id }));
+        return read?.id === id ? read : undefined;
       } catch (error) {
         unavailableOr(error);
       }
