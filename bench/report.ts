@@ -307,6 +307,36 @@ function renderTargets(input: ReportInput): string[] {
     };
   };
 
+  /**
+   * One case ÷ another on the same database: the medians' ratio, checked against `target`, with each
+   * round's own ratio beside it (the two runs of a round are seconds apart, the rounds minutes).
+   */
+  const overCase = (ours: CaseName, theirs: CaseName, db: string, target: number): TargetFigure => {
+    const [a, b] = [runsOf(runs, ours, db), runsOf(runs, theirs, db)];
+    const postgres = db === 'postgres' ? ' with --postgres' : '';
+    if (a.length === 0 || b.length === 0) return notRun(`the ${ours} and ${theirs} cases${postgres}`);
+    const [x, y] = [mediansOf(a), mediansOf(b)];
+    const ratio = x.rps / y.rps;
+    const rounds = roundByRound(a, b);
+    return {
+      text: `${fixed(ratio)} (${thousands(x.rps)} ÷ ${thousands(y.rps)} req/s; by round ${rounds.map((r) => fixed(r)).join(', ')})`,
+      met: ratio >= target,
+    };
+  };
+  /** The mixed case's latencies on each database it ran on. */
+  const mixedLatencies = (): TargetFigure => {
+    const name: CaseName = 'mixed (90% verify, 9% forward-auth, 1% writes)';
+    const measured = [...input.dbs].flatMap((db) => {
+      const list = runsOf(runs, name, db);
+      if (list.length === 0) return [];
+      const m = mediansOf(list);
+      return [
+        `${databaseLabel(db, options.seed)}: ${thousands(m.rps)} req/s, p50 ${fixed(m.p50)} ms, p99 ${fixed(m.p99)} ms (${fixed(m.p99Ratio)}× the ceiling's)`,
+      ];
+    });
+    return measured.length === 0 ? notRun(`the ${name} case`) : { context: measured.join('; ') };
+  };
+
   const rows: Array<[string, TargetFigure, string]> = [
     ['create by one user holding 100k live keys ÷ by a user holding none', oneUser(), '≥ 0.9'],
     ['create and delete with 1M live keys ÷ empty database', withMillion(), '≥ 0.9'],
@@ -336,6 +366,28 @@ function renderTargets(input: ReportInput): string[] {
       purgeAdded(),
       '≤ 10 ms',
     ],
+    [
+      'verify of keys with their own rate limit ÷ without, 10k keys, SQLite',
+      overCase('verify (key, own rate limit)', 'verify (key)', 'empty', 0.85),
+      '≥ 0.85',
+    ],
+    [
+      'the same on PostgreSQL, two replicas, each key spread over both',
+      overCase('verify (key, own rate limit, 2 replicas)', 'verify (key, 2 replicas)', 'postgres', 0.5),
+      '≥ 0.5',
+    ],
+    [
+      'verify of keys with credits (each VALID takes one) ÷ without, SQLite',
+      overCase('verify (key, credits)', 'verify (key)', 'empty', 0.5),
+      '≥ 0.5',
+    ],
+    ['the same on PostgreSQL', overCase('verify (key, credits)', 'verify (key)', 'postgres', 0.3), '≥ 0.3'],
+    [
+      'verify with usage recording ÷ without (the bench build)',
+      overCase('verify (key, bench build)', 'verify (key, bench build, usage recording off)', 'empty', 0.95),
+      '≥ 0.95',
+    ],
+    ['  context: mixed load (90 % verify, 9 % forward-auth, 1 % writes)', mixedLatencies(), ''],
     ["worst case's p99 ÷ its ceiling p99", worstP99(), '≤ 3'],
     ["  context: the durable floors' p99 ÷ their ceiling p99", floorP99(), ''],
   ];
@@ -343,7 +395,7 @@ function renderTargets(input: ReportInput): string[] {
   out.push('### Targets');
   out.push('');
   out.push(
-    'From the medians above, SQLite rows only: the p99 row leaves out the PostgreSQL rows, the floors, the peer and the fairness cases.',
+    'From the medians above, SQLite rows only but the PostgreSQL limits and credits rows: the p99 row leaves out the PostgreSQL rows, the floors, the peer and the fairness cases.',
   );
   out.push('');
   out.push('| figure | this run | target | |');

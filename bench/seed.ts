@@ -3,7 +3,7 @@
 import { getTableColumns, getTableName } from 'drizzle-orm';
 import { generateKeyId, generateSecret, hashSecret } from '../src/apikeys/secrets';
 import { openDatabase } from '../src/db/sqlite/open';
-import { type ApiKeyRow, apiKeys } from '../src/db/sqlite/schema';
+import { type ApiKeyRow, apiKeys, keyCredits } from '../src/db/sqlite/schema';
 
 const ROWS_PER_TRANSACTION = 50_000;
 
@@ -14,6 +14,10 @@ export type SeedSpec = {
   level: number;
   expiresAt: number;
   name: string;
+  /** The keys' own rate limit; none by default. */
+  ratelimit?: { limit: number; duration: number };
+  /** Each key's credits (no refill); none by default. */
+  credits?: number;
   /** Called with each key id and its secret, in order (the caller keeps only what it needs). */
   onKey?: (id: string, secret: string, i: number) => void;
 };
@@ -32,6 +36,9 @@ export function seedKeys(path: string, specs: SeedSpec[]): void {
       `VALUES (${columns.map(() => '?').join(', ')})`,
   );
   const order = columns.map(([property]) => property as keyof ApiKeyRow);
+  const insertCredits = db.$client.prepare(
+    `INSERT INTO "${getTableName(keyCredits)}" ("${keyCredits.lineage.name}", "${keyCredits.remaining.name}", "${keyCredits.refilledAt.name}") VALUES (?, ?, ?)`,
+  );
   const createdAt = Date.now();
   try {
     for (const spec of specs) {
@@ -53,11 +60,12 @@ export function seedKeys(path: string, specs: SeedSpec[]): void {
             rotatedAt: null,
             enabled: true,
             meta: null,
-            ratelimitLimit: null,
-            ratelimitDuration: null,
+            ratelimitLimit: spec.ratelimit?.limit ?? null,
+            ratelimitDuration: spec.ratelimit?.duration ?? null,
             lastUsedAt: null,
           };
           insert.run(...order.map((property) => row[property]));
+          if (spec.credits !== undefined) insertCredits.run(id, spec.credits, createdAt);
           spec.onKey?.(id, secret, i);
         }
         db.$client.run('COMMIT');
@@ -66,6 +74,7 @@ export function seedKeys(path: string, specs: SeedSpec[]): void {
   } finally {
     if (db.$client.inTransaction) db.$client.run('ROLLBACK');
     insert.finalize();
+    insertCredits.finalize();
     // Everything into the main file, so the file can be copied without its WAL.
     db.$client.run('PRAGMA wal_checkpoint(TRUNCATE)');
     db.$client.close(true);
