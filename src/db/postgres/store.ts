@@ -5,15 +5,14 @@
 // transaction, and LISTEN evicts their cached keys.
 
 import { and, count, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
-import { PgDialect } from 'drizzle-orm/pg-core';
 import { lineageOf } from '../../apikeys/settings';
 import type { ApiKeyRow, ApiKeyStore } from '../../apikeys/store';
 import { RequestGoneError } from '../../core/errors';
 import type { Logger } from '../../core/log';
-import { KEY_CREDITS_COLUMNS, renderedTake, type TakenRow, takeOutcome } from '../credits-take';
 import { keyChanges } from '../key-changes';
 import { withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
+import { creditsTakerOf } from './credits-batch';
 import type { PostgresDb } from './open';
 import { apiKeys, keyCredits, keyUsage, userKeyCounts } from './schema';
 import { unavailableCode, unavailableOr } from './unavailable';
@@ -44,7 +43,6 @@ const toColumns = ({ credits: _, ...row }: ApiKeyRow): typeof apiKeys.$inferInse
   ...row,
   secretHash: Buffer.from(row.secretHash).toString('hex'),
 });
-const take = renderedTake(new PgDialect(), KEY_CREDITS_COLUMNS);
 type Tx = Parameters<Parameters<PostgresDb['transaction']>[0]>[0];
 /** Sets a lineage's credits (create, update), or adds them. */
 const setCredits = (tx: Tx, lineage: string, credits: NonNullable<ApiKeyRow['credits']>) =>
@@ -338,18 +336,10 @@ export async function createPostgresApiKeyStore(
       return updated?.row;
     },
 
-    async takeCredits(lineage, cost, now) {
-      // One guarded statement, committed on its own: exact however many replicas take at once.
-      const [taken] = (await db.$client
-        .unsafe(take.text, take.params(lineage, cost, now))
-        .catch(unavailableOr)) as TakenRow[];
-      if (taken !== undefined) return takeOutcome(taken, undefined, cost, now);
-      const [stored] = await db
-        .select()
-        .from(keyCredits)
-        .where(eq(keyCredits.lineage, lineage))
-        .catch(unavailableOr);
-      return takeOutcome(undefined, stored, cost, now);
+    takeCredits(lineage, cost, now) {
+      // With the takes of the same turn of the event loop: one call and one commit for them all,
+      // each take guarded and in order under the pool's row lock (credits-batch.ts).
+      return creditsTakerOf(db.$client)(lineage, cost, now);
     },
 
     async deleteExpiredBatch(now, limit) {
