@@ -346,6 +346,10 @@ export async function runCase(
   }
   await benchCase.prepare?.(running.url, dbPath);
   const idle = memoryOf(running.child.pid);
+  if (benchCase.primes) {
+    const urls = [running.url, ...(running.second ? [`http://127.0.0.1:${running.second.port}`] : [])];
+    for (const url of urls) await primeKeyCache(url, benchCase.primes(dbPath));
+  }
   await drive(options, running, warm, options.warmup);
   const { figures, heavy } = await drive(options, running, measured, options.duration);
   const peak = memoryOf(running.child.pid);
@@ -362,6 +366,23 @@ export async function runCase(
     memory[db]?.peakKb.push(peak.hwmKb);
   }
   return { ...figures, heavyRps: heavy?.rps };
+}
+
+/** Sends each verify body of the file once, 32 at a time, so every key is in the server's key cache. */
+async function primeKeyCache(url: string, bodiesFile: string): Promise<void> {
+  const bodies = readFileSync(bodiesFile, 'utf8').split('\n').filter(Boolean);
+  let next = 0;
+  const sender = async () => {
+    while (next < bodies.length) {
+      const response = await fetch(`${url}/apikeys/verify`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: bodies[next++],
+      });
+      await response.arrayBuffer();
+    }
+  };
+  await Promise.all(Array.from({ length: 32 }, sender));
 }
 
 /** Runs a case's load; with a light load beside it, both wrk processes at once on the load CPU. */
