@@ -59,7 +59,7 @@ export function applyUsageLimits(
   const own = rateLimitOf(row);
   if (own === undefined && limits.operatorRule === undefined && row.credits == null) return ALLOWED;
   const lineage = lineageOf(row);
-  const counted = limitsOfKey(lineage, own, limits.operatorRule);
+  const counted = countedLimitsOf(row, lineage, own, limits.operatorRule);
   return andThen(consumeIfLimited(limits.limiter, counted), (decision) => {
     const ratelimit = decision && reportOf(decision, counted);
     if (decision !== undefined && ratelimit !== undefined && !decision.allowed) {
@@ -91,6 +91,29 @@ export function applyUsageLimits(
       (error: unknown) => andThen(refundOf(limits, counted, decision), () => Promise.reject(error)),
     );
   });
+}
+
+/**
+ * The limits of a key row, remembered while the row is (the key cache hands out the same row until
+ * it is read again): the same counter strings each time, so the limiter's lookup of a counter does
+ * not build and hash its name anew on every verification.
+ */
+const countedOfRow = new WeakMap<
+  ApiKeyRow,
+  { operator: RateLimitRule | undefined; counted: CountedLimit[] }
+>();
+
+function countedLimitsOf(
+  row: ApiKeyRow,
+  lineage: string,
+  own: RateLimitRule | undefined,
+  operator: RateLimitRule | undefined,
+): readonly CountedLimit[] {
+  const remembered = countedOfRow.get(row);
+  if (remembered !== undefined && remembered.operator === operator) return remembered.counted;
+  const counted = limitsOfKey(lineage, own, operator);
+  countedOfRow.set(row, { operator, counted });
+  return counted;
 }
 
 /** Gives a refused verification's admission back: only VALID answers use the limit. */
