@@ -25,10 +25,12 @@ async function replica(url: string, size = 4): Promise<SQL> {
   return db.$client;
 }
 
-async function pools(count: number): Promise<SQL[]> {
+/** `count` pools on one database, or each on a database of its own. */
+async function pools(count: number, separate = false): Promise<SQL[]> {
   const url = await freshPostgresDatabase();
   const opened: SQL[] = [];
-  for (let i = 0; i < count; i++) opened.push(await replica(url));
+  for (let i = 0; i < count; i++)
+    opened.push(await replica(separate && i > 0 ? await freshPostgresDatabase() : url));
   return opened;
 }
 
@@ -70,6 +72,62 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate-limit decisions in one batch',
     const [check] = (await sql`SELECT remaining FROM keygate_rate_limit(
       ${sql.array(['key:a'], 'TEXT')}, ${sql.array([5], 'INT')}, ${sql.array([60_000], 'BIGINT')}, false)`) as DecisionRow[];
     expect(check?.remaining).toBe(3);
+  });
+
+  it('answers a batch exactly as the same decisions made one call each, rule changes and refusals included', async () => {
+    const [batched, single] = (await pools(2, true)) as [SQL, SQL];
+    // A fixed pseudo-random sequence (the same every run): 3 keys, small limits, one counter or two,
+    // a rule that sometimes changes, the clock moving by 0-900 ms between batches of 1-6 decisions.
+    let seed = 7;
+    const next = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed % n;
+    };
+    let now = T0;
+    for (let round = 0; round < 60; round++) {
+      now += next(4) * 300;
+      const decisions = Array.from({ length: 1 + next(6) }, () => {
+        const key = `k${next(3)}`;
+        const own = { counter: `key:${key}`, limit: 2 + next(2), duration: 1 };
+        return next(3) === 0 ? [own, { counter: `operator:${key}`, limit: 4, duration: 2 }] : [own];
+      });
+      const flat = decisions.flatMap((limits, d) => limits.map((limit) => ({ ...limit, d: d + 1 })));
+      const got =
+        (await batched`SELECT decision, counter, allowed, now_ms, remaining, reset_ms, next_ms, epoch
+        FROM keygate_rate_limit_batch(${batched.array(
+          flat.map((f) => f.d),
+          'INT',
+        )}, ${batched.array(
+          flat.map((f) => f.counter),
+          'TEXT',
+        )}, ${batched.array(
+          flat.map((f) => f.limit),
+          'INT',
+        )}, ${batched.array(
+          flat.map((f) => f.duration * 1000),
+          'BIGINT',
+        )}, ${batched.array(
+          decisions.map(() => now),
+          'BIGINT',
+        )})`) as Record<string, unknown>[];
+      const expected: Record<string, unknown>[] = [];
+      for (const [d, limits] of decisions.entries()) {
+        const rows =
+          await single`SELECT counter, allowed, now_ms, remaining, reset_ms, next_ms, epoch FROM keygate_rate_limit(
+          ${single.array(
+            limits.map((l) => l.counter),
+            'TEXT',
+          )}, ${single.array(
+            limits.map((l) => l.limit),
+            'INT',
+          )}, ${single.array(
+            limits.map((l) => l.duration * 1000),
+            'BIGINT',
+          )}, true, ${now}::bigint)`;
+        for (const row of rows) expected.push({ decision: d + 1, ...row });
+      }
+      expect(got).toEqual(expected);
+    }
   });
 
   it("gives the limiter's admissions of one turn their answers in order", async () => {
