@@ -1,7 +1,7 @@
 -- Written by hand (drizzle-kit generate --custom): functions only. A replica sends the rate-limit
 -- decisions and the credit takes that arrive in the same turn of its event loop as ONE call each
--- (src/db/postgres/limits-batch.ts): one round trip and, for credits, one commit (one WAL flush) for
--- the whole batch, instead of one per verification.
+-- (src/db/postgres/rate-limits.ts, credits-batch.ts): one round trip and, for credits, one commit
+-- (one WAL flush) for the whole batch, instead of one per verification.
 --
 -- Several decisions of keygate_rate_limit in one transaction, decided in the order given, each
 -- seeing the ones before it (two decisions of one key in a batch count twice), by the same rule and

@@ -1,7 +1,8 @@
 // Calls that arrive in the same turn of the event loop, sent to PostgreSQL as ONE call: the rate-limit
-// decisions and the credit takes of verifications (limits-batch.ts). While a batch is in flight the
-// next one gathers, so under load a batch holds every verification that waited meanwhile, and one
-// round trip (and for credits one commit) serves them all; alone, a call waits one turn of the loop.
+// decisions (rate-limits.ts) and the credit takes (credits-batch.ts) of verifications. While a batch
+// is in flight the next one gathers, so under load a batch holds every verification that waited
+// meanwhile, and one round trip (and for credits one commit) serves them all; alone, a call waits
+// one turn of the loop.
 
 /** Sends a batch and answers one result per item, in order; a rejection rejects every item of it. */
 export type SendBatch<Item, Result> = (items: Item[]) => Promise<Result[]>;
