@@ -20,6 +20,11 @@ export const PEER_VERIFY_KEYS = 10_000;
 const PEER_FEWER_KEYS = 1000;
 export const PEER_PREPARE_MS = 20_000;
 const UNCAPPED = '1000000000';
+/** A rate limit no load here reaches (every answer stays VALID), and credits no load here spends. */
+export const BENCH_RATE_LIMIT = { limit: 1_000_000, duration: 60 };
+export const BENCH_CREDITS = 1_000_000_000;
+/** The keys the mixed case updates, in turn (each owned round-robin by the users). */
+const MIXED_UPDATE_KEYS = 1000;
 
 /** The database label of the floor and the peer: they make their own file, not a copy of a template. */
 export const OWN_DATABASE = 'own';
@@ -40,6 +45,13 @@ export type CaseName =
   | 'verify (key)'
   | 'verify (token)'
   | 'forward-auth (key)'
+  | 'verify (key with rate limit)'
+  | 'verify (key with credits)'
+  | 'verify (key) 2 replicas'
+  | 'verify (key with rate limit) 2 replicas'
+  | 'verify (key) bench build'
+  | 'verify (key) bench build without usage recording'
+  | 'mixed 90/9/1 (verify/forward-auth/writes)'
   | 'peer create (better-auth)'
   | 'peer verify (better-auth)'
   | 'create by one user (0 keys)'
@@ -78,10 +90,25 @@ export type Case = {
   ceiling?: Ceiling;
   /** Settings of keygate for this case only. */
   env?: Record<string, string>;
+  /** Runs on the bench's own build (bench/keygate-entry.ts) instead of dist/keygate. */
+  build?: 'bench';
+  /** Two keygate processes on the same database, each key's requests spread over both. */
+  replicas?: 2;
+  /** Only on these of keygate's databases (default: all). */
+  databases?: string[];
+  /**
+   * The verify bodies to send once each to every replica before the warm-up, so that every key the
+   * load rotates over is in each replica's key cache: on PostgreSQL, filling 10k keys per replica
+   * takes longer than the warm-up, and the cases compared would measure the fill.
+   */
+  primes?(dbPath: string): string;
   /** Adds the case's own rows to its fresh database copy, once, before the loads are built. */
   seed?(dbPath: string): void;
-  /** Runs once the server answers, before the warm-up (the peer's keys are made through its API). */
-  prepare?(url: string): Promise<void>;
+  /**
+   * Runs once the server answers, before the warm-up (the peer's keys are made through its API; the
+   * limited keys' first verification is checked).
+   */
+  prepare?(url: string, dbPath: string): Promise<void>;
   /** Builds the wrk script and args for a run that lasts `seconds` on this database. */
   load(dbPath: string, seconds: number, label: string, rateHint: number): Load;
 };
@@ -235,6 +262,50 @@ function seedKeysToDelete(users: number, dbPath: string, count: number, listPath
   return listPath;
 }
 
+/**
+ * Seeds `count` keys to verify with a rate limit or credits into `dbPath`, owned round-robin by the
+ * users, and writes their `{"key","secret"}` bodies beside it (bodiesOf), for the load to read.
+ */
+function seedLimitedKeys(
+  users: number,
+  dbPath: string,
+  count: number,
+  limits: { ratelimit?: { limit: number; duration: number }; credits?: number },
+): void {
+  const bodies: string[] = [];
+  seedKeys(dbPath, [
+    {
+      count,
+      userOf: (i) => (i % users) + 1,
+      level: 8,
+      expiresAt: Date.now() + 30 * DAY_MS,
+      name: 'bench verify (limited)',
+      ...limits,
+      onKey: (id, secret) => bodies.push(JSON.stringify({ key: id, secret })),
+    },
+  ]);
+  writeFileSync(bodiesOf(dbPath), `${bodies.join('\n')}\n`, { mode: 0o600 });
+}
+
+const bodiesOf = (dbPath: string) => `${dbPath}.verify-bodies`;
+
+/**
+ * A verify answers 200 whatever its verdict: checks that the first of the keys is VALID and that its
+ * answer reports the limit counted (`ratelimit` or `credits`), so the load measures what it says.
+ */
+async function expectLimitedVerdict(url: string, bodiesFile: string, reported: 'ratelimit' | 'credits') {
+  const body = readFileSync(bodiesFile, 'utf8').split('\n')[0] as string;
+  const response = await fetch(`${url}/apikeys/verify`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body,
+  });
+  const answer = (await response.json()) as Record<string, unknown>;
+  if (answer.code !== 'VALID' || answer[reported] == null) {
+    throw new Error(`a limited key's verify answered ${response.status} ${JSON.stringify(answer)}`);
+  }
+}
+
 // The empty template with user 1's keys, by count: seeded once, copied by every round.
 const heldTemplates = new Map<number, string>();
 
@@ -272,6 +343,29 @@ export function cases(context: CaseContext, fixtures: Fixtures, peer: { keys?: P
     script: 'authorized-get.lua',
     args: ['/forward-auth', fixtures.verifyBasicFile],
   });
+  // Keys with their own rate limit or credits, as many as the verify case rotates over.
+  const limitedKeys = (limits: Parameters<typeof seedLimitedKeys>[3]) => ({
+    seed: (dbPath: string) => seedLimitedKeys(options.users, dbPath, options.verifyKeys, limits),
+    prepare: (url: string, dbPath: string) =>
+      expectLimitedVerdict(url, bodiesOf(dbPath), limits.ratelimit ? 'ratelimit' : 'credits'),
+    primes: bodiesOf,
+    load: (dbPath: string) => ({ script: 'post-body.lua', args: ['/apikeys/verify', bodiesOf(dbPath)] }),
+  });
+  const mixed = (dbPath: string, seconds: number, label: string, rateHint: number) => {
+    const updates = seedKeysToDelete(
+      options.users,
+      dbPath,
+      MIXED_UPDATE_KEYS,
+      join(scratch, `${label}.update`),
+    );
+    // One request in 300 is a delete: enough keys for the measured rate and then half again.
+    const count = Math.ceil((rateHint * seconds * 1.5) / 300) + options.users;
+    const deletes = seedKeysToDelete(options.users, dbPath, count, join(scratch, `${label}.delete`));
+    return {
+      script: 'mixed.lua',
+      args: [fixtures.verifyKeyFile, fixtures.verifyBasicFile, fixtures.bearerFile, updates, deletes],
+    };
+  };
   return [
     {
       name: 'create via JWT',
@@ -316,7 +410,58 @@ export function cases(context: CaseContext, fixtures: Fixtures, peer: { keys?: P
     {
       name: 'verify (key)',
       expect: 200,
+      primes: () => fixtures.verifyKeyFile,
       load: verifyKey,
+    },
+    {
+      // Each of 10k keys with its own rate limit, which no answer here reaches: what counting costs.
+      name: 'verify (key with rate limit)',
+      expect: 200,
+      ...limitedKeys({ ratelimit: BENCH_RATE_LIMIT }),
+    },
+    {
+      // Each VALID answer takes a credit, committed before the answer (on SQLite, the group commit).
+      name: 'verify (key with credits)',
+      expect: 200,
+      ...limitedKeys({ credits: BENCH_CREDITS }),
+    },
+    {
+      // The PostgreSQL limiter's cost across replicas: two keygates on one database, with wrk's two
+      // threads each sending every key's requests to one of them.
+      name: 'verify (key) 2 replicas',
+      expect: 200,
+      replicas: 2,
+      databases: ['postgres'],
+      primes: () => fixtures.verifyKeyFile,
+      load: verifyKey,
+    },
+    {
+      name: 'verify (key with rate limit) 2 replicas',
+      expect: 200,
+      replicas: 2,
+      databases: ['postgres'],
+      ...limitedKeys({ ratelimit: BENCH_RATE_LIMIT }),
+    },
+    {
+      // The bench's own build, with and without usage recording: what recording costs a verify.
+      name: 'verify (key) bench build',
+      expect: 200,
+      build: 'bench',
+      databases: ['empty'],
+      load: verifyKey,
+    },
+    {
+      name: 'verify (key) bench build without usage recording',
+      expect: 200,
+      build: 'bench',
+      databases: ['empty'],
+      env: { BENCH_USAGE_RECORDING: 'off' },
+      load: verifyKey,
+    },
+    {
+      name: 'mixed 90/9/1 (verify/forward-auth/writes)',
+      expect: 200,
+      load: mixed,
     },
     {
       name: 'verify (token)',
@@ -404,9 +549,13 @@ export function cases(context: CaseContext, fixtures: Fixtures, peer: { keys?: P
   ];
 }
 
-/** The databases a case runs on: keygate's all, the durable floors on keygate's file SQLite ones. */
-export function databasesOf(server: Server, dbs: string[]): string[] {
-  if (server === 'keygate') return dbs;
+/**
+ * The databases a case runs on: keygate's all (or those the case names), the durable floors on
+ * keygate's file SQLite ones.
+ */
+export function databasesOf(benchCase: Pick<Case, 'server' | 'databases'>, dbs: string[]): string[] {
+  const server = benchCase.server ?? 'keygate';
+  if (server === 'keygate') return dbs.filter((db) => benchCase.databases?.includes(db) ?? true);
   if (server === 'file-floor') return dbs.filter((db) => db !== 'postgres');
   if (server === 'create-duties-floor') return ['empty'];
   return [OWN_DATABASE];

@@ -34,6 +34,8 @@ export type Bench = {
   scratch: string;
   /** The run's own copy of dist/keygate, so a rebuild by someone else mid-run changes nothing. */
   binary: string;
+  /** The bench's own build (bench/keygate-entry.ts), when a case runs on it. */
+  benchBinary?: string;
   postgres?: BenchPostgres;
 };
 
@@ -74,21 +76,35 @@ export function cleanUp(scratch: string): void {
 
 // ---------------------------------------------------------------- wrk
 
-export async function wrk(url: string, script: string, args: string[], seconds: number, connections: number) {
-  const child = start([
-    'taskset',
-    '-c',
-    LOAD_CPU,
-    'wrk',
-    '-t1',
-    `-c${connections}`,
-    `-d${seconds}s`,
-    '-s',
-    join(LUA, script),
-    url,
-    '--',
-    ...args,
-  ]);
+/**
+ * `secondPort`: two replicas; wrk runs two threads, the second sending to that port (bench/lua/report.lua),
+ * so each key's requests are spread over both.
+ */
+export async function wrk(
+  url: string,
+  script: string,
+  args: string[],
+  seconds: number,
+  connections: number,
+  secondPort?: number,
+) {
+  const child = start(
+    [
+      'taskset',
+      '-c',
+      LOAD_CPU,
+      'wrk',
+      secondPort === undefined ? '-t1' : '-t2',
+      `-c${connections}`,
+      `-d${seconds}s`,
+      '-s',
+      join(LUA, script),
+      url,
+      '--',
+      ...args,
+    ],
+    { env: secondPort === undefined ? {} : { BENCH_SECOND_PORT: String(secondPort) } },
+  );
   const [output, errors] = await Promise.all([
     new Response(child.stdout as ReadableStream).text(),
     new Response(child.stderr as ReadableStream).text(),
@@ -132,17 +148,24 @@ export async function waitFor200(url: string, deadlineMs: number): Promise<void>
   throw new Error(`${url} did not answer 200 within ${deadlineMs} ms`);
 }
 
-export type Running = { child: Subprocess; url: string; log: string };
+/** A started server; `second`: the other replica of a two-replica case, on the same database. */
+export type Running = {
+  child: Subprocess;
+  url: string;
+  log: string;
+  second?: { child: Subprocess; port: number };
+};
 
 export async function startKeygate(
   bench: Bench,
   dbPath: string,
   env: Record<string, string>,
   log: string,
+  binary = bench.binary,
 ): Promise<Running> {
   const { options } = bench;
   const port = freePort();
-  const child = start(['taskset', '-c', SERVER_CPU, bench.binary, 'serve'], {
+  const child = start(['taskset', '-c', SERVER_CPU, binary, 'serve'], {
     env: {
       HOST: '127.0.0.1',
       PORT: String(port),
@@ -268,8 +291,13 @@ async function toPostgres(
   const url = postgres.server.url.replace(/\/keygate$/, `/${name}`);
   const source = new Database(dbPath, { readonly: true });
   const rows = source
-    .query('SELECT id, secret_hash, user_id, level, name, created_at, expires_at FROM api_keys')
+    .query(
+      'SELECT id, secret_hash, user_id, level, name, created_at, expires_at, ratelimit_limit, ratelimit_duration FROM api_keys',
+    )
     .all() as Array<Record<string, unknown> & { secret_hash: Uint8Array }>;
+  const credits = source
+    .query('SELECT lineage, remaining, refill_amount, refill_interval_ms, refilled_at FROM key_credits')
+    .all() as Array<Record<string, unknown>>;
   source.close();
   const target = new SQL(url, { max: 1 });
   for (let i = 0; i < rows.length; i += 5000) {
@@ -277,6 +305,9 @@ async function toPostgres(
       .slice(i, i + 5000)
       .map((row) => ({ ...row, secret_hash: Buffer.from(row.secret_hash).toString('hex') }));
     await target`INSERT INTO api_keys ${target(batch)}`;
+  }
+  for (let i = 0; i < credits.length; i += 5000) {
+    await target`INSERT INTO key_credits ${target(credits.slice(i, i + 5000))}`;
   }
   await target.close();
   return url;
@@ -313,20 +344,32 @@ export async function runCase(
   const warm = benchCase.load(dbPath, options.warmup, `${label}-warm`, rateHint);
   const measured = benchCase.load(dbPath, options.duration, label, rateHint);
   const databaseUrl = db === 'postgres' ? await toPostgres(bench.postgres, dbPath, label) : dbPath;
+  const binary = benchCase.build === 'bench' ? bench.benchBinary : bench.binary;
+  if (binary === undefined) throw new Error(`${benchCase.name} needs the bench's own build`);
   const running =
     server === 'keygate'
-      ? await startKeygate(bench, databaseUrl, benchCase.env ?? {}, log)
+      ? await startKeygate(bench, databaseUrl, benchCase.env ?? {}, log, binary)
       : await startYardstick(bench, server, dbPath, log);
-  await benchCase.prepare?.(running.url);
+  if (benchCase.replicas === 2) {
+    const other = await startKeygate(bench, databaseUrl, benchCase.env ?? {}, `${log}-2`, binary);
+    running.second = { child: other.child, port: Number(new URL(other.url).port) };
+  }
+  await benchCase.prepare?.(running.url, dbPath);
   const idle = memoryOf(running.child.pid);
-  await drive(options, running.url, warm, options.warmup);
-  const { figures, heavy } = await drive(options, running.url, measured, options.duration);
+  if (benchCase.primes) {
+    const urls = [running.url, ...(running.second ? [`http://127.0.0.1:${running.second.port}`] : [])];
+    for (const url of urls) await primeKeyCache(url, benchCase.primes(dbPath));
+  }
+  await drive(options, running, warm, options.warmup);
+  const { figures, heavy } = await drive(options, running, measured, options.duration);
   const peak = memoryOf(running.child.pid);
   await stop(running.child);
+  if (running.second) await stop(running.second.child);
   rmSync(dbPath, { force: true });
   rmSync(`${dbPath}-wal`, { force: true });
   rmSync(`${dbPath}-shm`, { force: true });
   rmSync(log, { force: true });
+  rmSync(`${log}-2`, { force: true });
   if (db === 'postgres') await dropPostgres(bench.postgres, databaseUrl);
   if (server === 'keygate') {
     memory[db]?.idleKb.push(idle.rssKb);
@@ -349,14 +392,36 @@ function onDisk(path: string): void {
   }
 }
 
+/** Sends each verify body of the file once, 32 at a time, so every key is in the server's key cache. */
+async function primeKeyCache(url: string, bodiesFile: string): Promise<void> {
+  const bodies = readFileSync(bodiesFile, 'utf8').split('\n').filter(Boolean);
+  let next = 0;
+  const sender = async () => {
+    while (next < bodies.length) {
+      const response = await fetch(`${url}/apikeys/verify`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: bodies[next++],
+      });
+      await response.arrayBuffer();
+    }
+  };
+  await Promise.all(Array.from({ length: 32 }, sender));
+}
+
 /** Runs a case's load; with a light load beside it, both wrk processes at once on the load CPU. */
 async function drive(
   options: Options,
-  url: string,
+  running: Running,
   load: Load,
   seconds: number,
 ): Promise<{ figures: Figures; heavy?: Figures }> {
-  if (!load.light) return { figures: await wrk(url, load.script, load.args, seconds, options.connections) };
+  const { url } = running;
+  if (!load.light) {
+    return {
+      figures: await wrk(url, load.script, load.args, seconds, options.connections, running.second?.port),
+    };
+  }
   const [heavy, light] = await Promise.all([
     wrk(url, load.script, load.args, seconds, Math.max(1, options.connections - 1)),
     wrk(url, load.light.script, load.light.args, seconds, 1),

@@ -85,8 +85,8 @@ async function main(): Promise<void> {
   copyFileSync(BUILT_BINARY, bench.binary);
   chmodSync(bench.binary, 0o755);
 
-  if (options.postgres) bench.postgres = await startBenchPostgres();
   const context = { options, scratch: bench.scratch, say };
+  if (options.postgres) bench.postgres = await startBenchPostgres();
   const fixtures = await prepareFixtures(context, bench.jwtSecret);
   const ceilingPort = freePort();
   const ceiling = start(['taskset', '-c', SERVER_CPU, 'bun', join(BENCH, 'ceiling.ts')], {
@@ -126,6 +126,17 @@ async function main(): Promise<void> {
   const allCases = cases(context, fixtures, peer).filter(
     (c) => options.cases.length === 0 || options.cases.some((wanted) => c.name.includes(wanted)),
   );
+  if (allCases.some((c) => c.build === 'bench')) {
+    // Built every run, into the scratch directory: the same code as dist/keygate, another entry.
+    say('building the bench build (bench/keygate-entry.ts) ...');
+    bench.benchBinary = join(bench.scratch, 'keygate-bench');
+    const build = Bun.spawnSync(['bun', 'run', 'build', bench.benchBinary, 'bench/keygate-entry.ts'], {
+      cwd: ROOT,
+      stdout: 'inherit',
+      stderr: 'inherit',
+    });
+    if (build.exitCode !== 0) throw new Error('building bench/keygate-entry.ts failed');
+  }
   const needsGetCeiling = allCases.some((c) => c.ceiling === 'GET');
   if (allCases.some((c) => c.server === 'peer')) ensurePeerInstalled();
   for (let round = 1; round <= options.rounds; round++) {
@@ -135,7 +146,7 @@ async function main(): Promise<void> {
     for (const benchCase of allCases) {
       const kind = benchCase.ceiling ?? 'POST';
       const server = benchCase.server ?? 'keygate';
-      for (const db of databasesOf(server, dbs)) {
+      for (const db of databasesOf(benchCase, dbs)) {
         if (previous?.kind !== kind) previous = { kind, figures: await ceilingRun(kind, options.duration) };
         const label = `r${round}-${benchCase.name.replace(/\W+/g, '-')}-${db}`;
         const figures = await runCase(bench, benchCase, db, label, rateHint, fixtures, memory);

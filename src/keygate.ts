@@ -132,6 +132,7 @@ export async function createKeygate(
     advertiseKeepAlive = false,
     writeLockWaitMs,
     usageTimer = intervalTimer,
+    recordUsage = true,
   }: {
     /** SQLite: how long writes wait for another process's write lock (default 2 s). */
     writeLockWaitMs?: number;
@@ -143,6 +144,11 @@ export async function createKeygate(
     advertiseKeepAlive?: boolean;
     /** What runs the usage flush every USAGE_FLUSH_SECONDS; tests drive one by hand. */
     usageTimer?: FlushTimer;
+    /**
+     * False records no last use and no usage history: only the bench's own build turns it off, to
+     * measure what recording costs a verification. Not a setting.
+     */
+    recordUsage?: boolean;
   },
 ) {
   // Counted only when someone can read them: with METRICS_PORT unset nothing is counted (no route
@@ -237,7 +243,7 @@ export async function createKeygate(
       tokens,
       service,
       ownerSubject: subjects?.subjectOf,
-      usage: usageCounter,
+      usage: recordUsage ? usageCounter : undefined,
       limits: {
         limiter: rateLimiter,
         operatorRule: config.rateLimit,
@@ -247,7 +253,7 @@ export async function createKeygate(
       },
     }),
     usage,
-    usageCounter,
+    usageCounter: recordUsage ? usageCounter : undefined,
     clock,
     logger,
     basePath: config.basePath,

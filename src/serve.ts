@@ -17,9 +17,18 @@ export type RunningServer = { url: URL; metricsUrl: URL | undefined; stop(): Pro
 /** Opens (and migrates) the database first, then listens: no request meets an unmigrated schema. */
 export async function serve(
   config: Config,
-  { jwtSecret, logger }: { jwtSecret: string | undefined; logger: Logger },
+  {
+    jwtSecret,
+    logger,
+    recordUsage,
+  }: {
+    jwtSecret: string | undefined;
+    logger: Logger;
+    /** Off only in the bench's own build (see createKeygate). */
+    recordUsage?: boolean;
+  },
 ): Promise<RunningServer> {
-  const keygate = await createKeygate(config, { jwtSecret, logger, advertiseKeepAlive: true });
+  const keygate = await createKeygate(config, { jwtSecret, logger, advertiseKeepAlive: true, recordUsage });
   const { metrics } = keygate;
   let metricsListener: MetricsListener | undefined;
   let server: ReturnType<typeof Bun.serve>;

@@ -1,4 +1,5 @@
-// `bun run build [OUTFILE]`: compiles src/cli.ts into one executable (default dist/keygate) with the
+// `bun run build [OUTFILE [ENTRY]]`: compiles src/cli.ts (or ENTRY: the bench's own build,
+// bench/keygate-entry.ts) into one executable (default dist/keygate) with the
 // commit it was built from: KEYGATE_COMMIT from the environment (the Dockerfile passes its REVISION
 // build arg), else `git rev-parse HEAD`, else "unknown" (outside a checkout).
 //
@@ -9,6 +10,7 @@ import { join } from 'node:path';
 
 const root = join(import.meta.dir, '..', '..');
 const outfile = process.argv[2] ?? 'dist/keygate';
+const entry = process.argv[3] ?? 'src/cli.ts';
 
 function commit(): string {
   const given = process.env.KEYGATE_COMMIT?.trim();
@@ -25,7 +27,7 @@ function commit(): string {
 const command = [
   process.execPath,
   'build',
-  'src/cli.ts',
+  entry,
   '--compile',
   '--bytecode',
   '--format=esm',

@@ -6,13 +6,17 @@ import { type RunningServer, serve } from '../serve';
 import { databaseShown } from './database';
 import { StartupError } from './errors';
 
-export async function runServer(config: Config): Promise<number> {
+/** `recordUsage`: off only in the bench's own build (bench/keygate-entry.ts). */
+export async function runServer(
+  config: Config,
+  { recordUsage }: { recordUsage?: boolean } = {},
+): Promise<number> {
   const logger = createLogger(config.logLevel);
   let server: RunningServer;
   try {
     // With an identity provider's keys no secret is read or created.
     const jwtSecret = config.jwtKeySource === 'secret' ? resolveJwtSecret(config) : undefined;
-    server = await serve(config, { jwtSecret, logger });
+    server = await serve(config, { jwtSecret, logger, recordUsage });
   } catch (error) {
     if (error instanceof ConfigError) throw error;
     const { code, syscall } = error as { code?: string; syscall?: string };

@@ -162,8 +162,9 @@ describe('the limiter memory', () => {
     limiter.check([{ counter: 'never-used', limit: 5, duration: 1 }]);
     expect(limiter.size).toBe(100);
     time.now += 1_000;
-    // Each call looks at two counters: 50 calls on one busy counter pass over all 100 idle ones.
-    for (let i = 0; i < 51; i++) limiter.check([{ counter: 'k0', limit: 5, duration: 1 }]);
+    // Calls look at two counters each (64 every 32nd call): 96 calls on one busy counter pass over all
+    // 100 idle ones.
+    for (let i = 0; i < 96; i++) limiter.check([{ counter: 'k0', limit: 5, duration: 1 }]);
     expect(limiter.size).toBe(0);
     for (let i = 0; i < 10; i++) limiter.consume([{ counter: `j${i}`, limit: 5, duration: 1 }]);
     time.now += 999;

@@ -14,7 +14,8 @@ export type TestResponse = Awaited<ReturnType<TestKeygate['req']>>;
 
 export type TestKeygate = Awaited<ReturnType<typeof testKeygate>>;
 
-export async function testKeygate(env: Record<string, string> = {}) {
+/** `recordUsage` false: the bench's build without usage recording (not a setting). */
+export async function testKeygate(env: Record<string, string> = {}, { recordUsage = true } = {}) {
   // An identity provider's keys replace the shared secret (only one key source may be set).
   const asymmetric = ['JWT_JWKS_URL', 'JWT_PUBLIC_KEY', 'JWT_PUBLIC_KEY_FILE'].some((name) => name in env);
   const databaseUrl = TEST_ENGINE === 'postgres' ? await freshPostgresDatabase() : ':memory:';
@@ -43,6 +44,7 @@ export async function testKeygate(env: Record<string, string> = {}) {
     logger,
     clock: () => time.now,
     usageTimer,
+    recordUsage,
   });
   /** Every log line written so far, parsed; `msg` filters them. */
   // biome-ignore lint/suspicious/noExplicitAny: tests assert on whatever fields a line has.

@@ -1,6 +1,7 @@
 // The guarded takes of credits on PostgreSQL, from a key's (lineage's) pool and from a user's
-// policy's pool. One pool: one statement committed on its own, exact however many replicas take at
-// once. Two pools: one transaction, the user's pool first (so two keys of one user lock the rows in
+// policy's pool. A key's pool alone: batched with the other takes of the same turn of the event loop
+// (credits-batch.ts). A user's pool alone: one statement committed on its own, exact however many
+// replicas take at once. Two pools: one transaction, the user's pool first (so two keys of one user lock the rows in
 // the same order), rolled back whole when the key's pool refuses.
 import type { SQL } from 'bun';
 import { PgDialect } from 'drizzle-orm/pg-core';
@@ -15,6 +16,7 @@ import {
   takeOutcome,
   USER_CREDITS_COLUMNS,
 } from '../credits-take';
+import { creditsTakerOf } from './credits-batch';
 import { unavailableOr } from './unavailable';
 
 type StoredRow = TakenRow;
@@ -51,7 +53,12 @@ export function postgresCreditTakes(sql: SQL) {
     );
   };
 
+  const batched = creditsTakerOf(sql);
   return (creditPools: CreditPools, cost: number, now: number): Promise<PoolsTake | undefined> => {
+    // A key's own pool alone (the common case): with the other takes of this turn, one call.
+    if (creditPools.user === undefined && creditPools.key !== undefined) {
+      return batched(creditPools.key, cost, now).then((take) => take && { ...take, pool: 'key' as const });
+    }
     const both = creditPools.key !== undefined && creditPools.user !== undefined;
     const run = (client: Pick<SQL, 'unsafe'>) =>
       Promise.resolve(takeFromPools(creditPools, (pool, id) => takeFrom(client, pool, id, cost, now)));

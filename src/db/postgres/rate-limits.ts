@@ -1,7 +1,9 @@
-// The RateLimiter on PostgreSQL, exact across any number of replicas: each decision is one call of
+// The RateLimiter on PostgreSQL, exact across any number of replicas: each decision is made by
 // keygate_rate_limit (migration 0004), on the database's clock, which refuses from an unlocked read
 // and otherwise decides again under the counters' row locks, counting the verification only when every
-// limit allows it: replicas never admit more than a limit together, and their own clocks never matter. The windows follow the same rule as the in-memory
+// limit allows it: replicas never admit more than a limit together, and their own clocks never matter.
+// The admissions of one turn of the event loop go as one call (keygate_rate_limit_batch, migration
+// 0006), decided in order in one transaction. The windows follow the same rule as the in-memory
 // limiter (src/limits/sliding-window.ts). Called only for a verification under a limit. A database that
 // cannot answer rejects with StoreUnavailableError, as the key store does.
 import type { SQL } from 'bun';
@@ -14,6 +16,7 @@ import {
   type RateLimitVerdict,
   verdictOf,
 } from '../../limits/rate-limit';
+import { sameTurnBatches } from './same-turn-batch';
 import { unavailableOr } from './unavailable';
 
 type DecisionRow = {
@@ -62,6 +65,42 @@ export function createPostgresRateLimiter(sql: SQL, { clock }: { clock?: Clock }
       (await sql`SELECT * FROM keygate_rate_limit(${args.counters}, ${args.limits}, ${args.durations}, ${take}, ${now}::bigint)`.catch(
         unavailableOr,
       )) as DecisionRow[];
+    return verdictOfRows(limits, rows, take);
+  }
+
+  // The admissions of one turn of the event loop: one call, decided in order in one transaction
+  // (keygate_rate_limit_batch, migration 0006), each decision seeing the ones before it.
+  const consumeInBatch = sameTurnBatches<
+    { limits: readonly CountedLimit[]; now: number | null },
+    RateLimitVerdict
+  >(async (decisions) => {
+    const flat = decisions.flatMap((decision, i) =>
+      decision.limits.map((limit) => ({ limit, decision: i + 1 })),
+    );
+    const args = argumentsOf(flat.map((entry) => entry.limit));
+    const nows =
+      clock === undefined
+        ? null
+        : sql.array(
+            decisions.map((decision) => decision.now),
+            'BIGINT',
+          );
+    const rows = (await sql`SELECT * FROM keygate_rate_limit_batch(${sql.array(
+      flat.map((entry) => entry.decision),
+      'INT',
+    )}, ${args.counters}, ${args.limits}, ${args.durations}, ${nows}::bigint[])`.catch(
+      unavailableOr,
+    )) as (DecisionRow & { decision: number })[];
+    const rowsOf: DecisionRow[][] = decisions.map(() => []);
+    for (const row of rows) rowsOf[row.decision - 1]?.push(row);
+    return decisions.map((decision, i) => verdictOfRows(decision.limits, rowsOf[i] ?? [], true));
+  });
+
+  function verdictOfRows(
+    limits: readonly CountedLimit[],
+    rows: readonly DecisionRow[],
+    take: boolean,
+  ): RateLimitVerdict {
     const first = rows[0];
     if (first === undefined) throw new Error('keygate_rate_limit answered no row');
     const states: LimitState[] = rows.map((row, i) => ({
@@ -80,7 +119,7 @@ export function createPostgresRateLimiter(sql: SQL, { clock }: { clock?: Clock }
 
   return {
     check: (limits) => decide(limits, false),
-    consume: (limits) => decide(limits, true),
+    consume: (limits) => consumeInBatch({ limits, now: clock === undefined ? null : clock() }),
     async refund(limits, ticket) {
       const counted = ticket.flatMap(({ counter, epoch }) => {
         const limit = limits.find((candidate) => candidate.counter === counter);
