@@ -2,6 +2,7 @@
 // summary of where the CPU went (self and inclusive time per function). Run it under the load lock:
 //   flock /tmp/keygate-load.lock bun bench/profile.ts [create-jwt|create-key|auth-fail|delete-jwt|delete-key|verify-key|forward-auth] [seconds]
 // KEY_CACHE_SECONDS (default 10, keygate's) is passed through: 3600 keeps the cache's refresh out of a verify profile.
+// PROFILE_RATELIMIT=1 gives the verified keys a rate limit (never reached).
 
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -42,6 +43,8 @@ async function main(): Promise<void> {
       level: 8,
       expiresAt: Date.now() + DAY_MS,
       name: 'caller',
+      // PROFILE_RATELIMIT=1: each of these keys has a rate limit too high to refuse (the limiter's cost).
+      ...(process.env.PROFILE_RATELIMIT === '1' ? { ratelimit: { limit: 1_000_000, duration: 60 } } : {}),
       onKey(id, key) {
         basics.push(`Basic ${Buffer.from(`${id}:${key}`).toString('base64')}`);
         verifyBodies.push(JSON.stringify({ key: id, secret: key }));

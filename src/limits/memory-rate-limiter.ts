@@ -58,24 +58,31 @@ export class MemoryRateLimiter implements RateLimiter {
   }
 
   consume(limits: readonly CountedLimit[]): RateLimitVerdict {
+    // Plain loops, each window's count read once: this runs on every verification of a limited key.
     const now = this.clock();
     this.sweepSome(now);
-    const windows = limits.map((limit) => this.windowOf(limit, true));
-    const allowed = windows.every((window) => used(window, now) < window.limit);
-    let ticket: RateLimitTicket | undefined;
-    if (allowed) {
-      ticket = windows.map((window, i) => ({
-        counter: (limits[i] as CountedLimit).counter,
-        // Cannot be refused: every window was just seen below its limit.
-        epoch: admit(window, now) as number,
-      }));
+    const count = limits.length;
+    const windows: WindowState[] = new Array(count);
+    let allowed = true;
+    for (let i = 0; i < count; i++) {
+      const window = this.windowOf(limits[i] as CountedLimit, true);
+      windows[i] = window;
+      if (used(window, now) >= window.limit) allowed = false;
     }
-    return verdictOf(
-      allowed,
-      windows.map((window) => stateOf(window, now)),
-      now,
-      ticket,
-    );
+    let ticket: { counter: string; epoch: number }[] | undefined;
+    if (allowed) {
+      ticket = new Array(count);
+      for (let i = 0; i < count; i++) {
+        // Cannot be refused: every window was just seen below its limit.
+        ticket[i] = {
+          counter: (limits[i] as CountedLimit).counter,
+          epoch: admit(windows[i] as WindowState, now) as number,
+        };
+      }
+    }
+    const states: LimitState[] = new Array(count);
+    for (let i = 0; i < count; i++) states[i] = stateOf(windows[i] as WindowState, now);
+    return verdictOf(allowed, states, now, ticket);
   }
 
   refund(limits: readonly CountedLimit[], ticket: RateLimitTicket): void {

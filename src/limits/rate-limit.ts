@@ -89,16 +89,18 @@ export function verdictOf(
   ticket?: RateLimitTicket,
 ): RateLimitVerdict {
   // A verification passes only once every limit lets one through: the latest of their next admissions.
-  const nextAdmission = Math.max(...states.map((state) => state.nextAdmission));
+  let nextAdmission = Number.NEGATIVE_INFINITY;
+  for (const state of states) if (state.nextAdmission > nextAdmission) nextAdmission = state.nextAdmission;
   const reported = reportedLimit(states);
-  return {
+  const verdict: { -readonly [K in keyof RateLimitVerdict]: RateLimitVerdict[K] } = {
     allowed,
     reported,
     reportedIndex: states.indexOf(reported),
     retryAfterSeconds: wholeSecondsUntil(nextAdmission, now),
     now,
-    ...(ticket === undefined ? {} : { ticket }),
   };
+  if (ticket !== undefined) verdict.ticket = ticket;
+  return verdict;
 }
 
 /** The rules a key's verification is under, and what names their counters. */

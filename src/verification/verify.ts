@@ -54,21 +54,31 @@ function verified(
   return new Response(JSON.stringify(answerOf(verdict)), { headers });
 }
 
-/** The verify answer's body: written field by field (no spread), in the order the interface shows. */
+/**
+ * The verify answer's body: one object literal in the order the interface shows, whatever the
+ * verdict (JSON leaves the absent parts, undefined, out), so every answer has the same shape.
+ */
 function answerOf(verdict: Verdict) {
   const { valid, code } = verdict;
-  // An absent principal (undefined) is left out of the JSON.
   const principal = 'principal' in verdict ? verdict.principal : undefined;
-  if (!('ratelimit' in verdict) && !('credits' in verdict))
-    return { result: 'success', valid, code, principal };
-  const answer: Record<string, unknown> = { result: 'success', valid, code, principal };
-  if ('ratelimit' in verdict && verdict.ratelimit !== undefined) {
-    const { limit, remaining, reset, scope } = verdict.ratelimit;
-    answer.ratelimit = { limit, remaining, reset: new Date(reset).toISOString(), scope };
-  }
-  if ('credits' in verdict && verdict.credits !== undefined) answer.credits = verdict.credits;
-  if (verdict.code === 'RATE_LIMITED') answer.retryAfter = verdict.retryAfter;
-  return answer;
+  const limit = 'ratelimit' in verdict ? verdict.ratelimit : undefined;
+  return {
+    result: 'success',
+    valid,
+    code,
+    principal,
+    ratelimit:
+      limit === undefined
+        ? undefined
+        : {
+            limit: limit.limit,
+            remaining: limit.remaining,
+            reset: new Date(limit.reset).toISOString(),
+            scope: limit.scope,
+          },
+    credits: 'credits' in verdict ? verdict.credits : undefined,
+    retryAfter: verdict.code === 'RATE_LIMITED' ? verdict.retryAfter : undefined,
+  };
 }
 
 /** The route as Elysia knows it, for the document: the body's schema and the answers' are named there. */
