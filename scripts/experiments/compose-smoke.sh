@@ -82,9 +82,10 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 bases=(docker.io/library/debian:bookworm-slim $(awk 'toupper($1) == "FROM" { print $2 }' Dockerfile))
 for base in "${bases[@]}"; do
-  if ! command -v podman >/dev/null || ! podman image exists "$base"; then
+  if ! command -v podman >/dev/null || ! podman image exists "$base" 2>/dev/null; then
     log "making the local base images (scripts/experiments/container-base-images.sh)"
-    bash "$ROOT/scripts/experiments/container-base-images.sh" >/dev/null
+    bash "$ROOT/scripts/experiments/container-base-images.sh" >"$WORK/base-images.log" 2>&1 \
+      || { tail -n 30 "$WORK/base-images.log"; die "scripts/experiments/container-base-images.sh"; }
     break
   fi
 done
