@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Compose smoke test: runs compose.yaml for real with podman-compose (PostgreSQL, keygate-1..3, nginx)
-# and checks what several replicas promise: a key created on replica 1 works through nginx and on
-# every replica; deleted on replica 2, it is refused by every replica and by nginx within 1 second
-# (LISTEN/NOTIFY); nginx's forward-auth example allows it before, 403 after, 401 without credentials.
+# Compose smoke test: runs compose.yaml for real with podman-compose (PostgreSQL, keygate-1..3, nginx),
+# the way docs/replicas.md says (PostgreSQL first, then the rest; the token from `podman exec`), and
+# checks what several replicas promise: a key created through nginx on one replica works through
+# nginx and on every replica; a key limited to 2 a minute gets keygate's 429 with Retry-After through
+# nginx on the third request; deleted on replica 2, a key is refused by every replica and by nginx
+# within 1 second (LISTEN/NOTIFY); nginx's forward-auth example allows it before, 403 after, 401
+# without credentials.
 #
 # Usage:  scripts/experiments/compose-smoke.sh        (as root; run by hand, not in CI: container builds are heavy)
 # On a machine that reaches only Debian's mirror it makes local stand-ins first: the base images of
@@ -79,9 +82,10 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 bases=(docker.io/library/debian:bookworm-slim $(awk 'toupper($1) == "FROM" { print $2 }' Dockerfile))
 for base in "${bases[@]}"; do
-  if ! command -v podman >/dev/null || ! podman image exists "$base"; then
+  if ! command -v podman >/dev/null || ! podman image exists "$base" 2>/dev/null; then
     log "making the local base images (scripts/experiments/container-base-images.sh)"
-    bash "$ROOT/scripts/experiments/container-base-images.sh" >/dev/null
+    bash "$ROOT/scripts/experiments/container-base-images.sh" >"$WORK/base-images.log" 2>&1 \
+      || { tail -n 30 "$WORK/base-images.log"; die "scripts/experiments/container-base-images.sh"; }
     break
   fi
 done
@@ -147,13 +151,24 @@ for s in postgres keygate-1 keygate-2 keygate-3 nginx; do
   if [ "$rc" = 0 ]; then pass "$s: compose health check (podman healthcheck run) -> healthy"; else failc "$s: health check exit $rc ${out}"; fi
 done
 
-# ---- 2. a key made on replica 1 -------------------------------------------------------------------
+# ---- 2. a key made through nginx on one replica ---------------------------------------------------
+# The token is minted as docs/replicas.md says: `podman exec <project>_keygate-1_1 keygate token`.
 timeout 30 podman exec "${PROJECT}_keygate-1_1" keygate token --sub 7 --level 5 >"$WORK/token" 2>"$WORK/token.err" \
   || { cat "$WORK/token.err"; die "keygate token inside keygate-1"; }
 printf 'Authorization: Bearer %s\n' "$(cat "$WORK/token")" >"$WORK/bearer"
 code=$(status_of -X POST -H "@$WORK/bearer" -H 'Content-Type: application/json' \
-  --data '{"name":"compose-smoke","level":3,"expiresIn":3600}' "${REPLICA[1]}/apikeys/jwt")
-check 201 "$code" "create a key on keygate-1 (POST /apikeys/jwt)"
+  --data '{"name":"compose-smoke","level":3,"expiresIn":3600}' "$NGINX/apikeys/jwt")
+check 201 "$code" "create a key through nginx (POST /apikeys/jwt)"
+# Which replica made it: nginx logs the upstream's address, podman knows each replica's.
+creator_addr=$(podman logs "${PROJECT}_nginx_1" 2>/dev/null | grep '"POST /apikeys/jwt" 201' | tail -n1 \
+  | sed -n 's/.*upstream=\([0-9.]*\):3000.*/\1/p')
+creator=""
+for i in 1 2 3; do
+  addr=$(podman inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "${PROJECT}_keygate-${i}_1")
+  [ "$addr" = "$creator_addr" ] && creator=$i
+done
+[ -n "$creator" ] && pass "nginx sent the create to keygate-$creator ($creator_addr)" \
+  || failc "no replica has the address nginx logged for the create (${creator_addr:-none})"
 key=$(sed -n 's/.*"key":"\([^"]*\)".*/\1/p' "$WORK/body")
 sed -n 's/.*"secret":"\([^"]*\)".*/\1/p' "$WORK/body" >"$WORK/secret"
 [[ "$key" == kg_* ]] && [ -s "$WORK/secret" ] || die "no key and secret in the create response"
@@ -169,7 +184,8 @@ ok=0
 for n in 1 2 3 4 5 6; do [ "$(verify_code "$NGINX")" = VALID ] && ok=$((ok + 1)); done
 check 6 "$ok" "verify through nginx, 6 times: VALID"
 for i in 1 2 3; do
-  check VALID "$(verify_code "${REPLICA[$i]}")" "verify on keygate-$i"
+  other=""; [ "$i" != "$creator" ] && other=", not the replica that made it"
+  check VALID "$(verify_code "${REPLICA[$i]}")" "verify on keygate-$i$other"
   check 200 "$(status_of -H "@$WORK/basic" "${REPLICA[$i]}/forward-auth")" "forward-auth on keygate-$i with the key"
 done
 upstreams=$(podman logs "${PROJECT}_nginx_1" 2>/dev/null | grep '/apikeys/verify' | sed -n 's/.*upstream=\([^ ]*\).*/\1/p' | sort | uniq -c | tr -s ' ' | tr '\n' ';')
@@ -192,7 +208,37 @@ check 401 "$code" "nginx /app/ without credentials (a forged X-Keygate-User-Id)"
 www=$(grep -i '^WWW-Authenticate:' "$WORK/headers" | tr -d '\r' || true)
 if [[ "$www" == *Bearer* && "$www" == *Basic* ]]; then pass "nginx passes keygate's 401 with $www"; else failc "401 through nginx without WWW-Authenticate naming Bearer and Basic (got: ${www:-none})"; fi
 
-# ---- 3. delete on replica 2; refused everywhere within REFUSED_WITHIN -------------------------------
+# ---- 3. a rate-limited key: its 429 reaches the client through nginx ------------------------------
+# A key limited to 2 verifications a minute, created on keygate-3. nginx balances the /app/ requests'
+# forward-auth subrequests round-robin, so they do not all reach one replica: the limit is counted in
+# PostgreSQL, shared by all, and the third request is refused with keygate's 429 and Retry-After.
+code=$(status_of -X POST -H "@$WORK/bearer" -H 'Content-Type: application/json' \
+  --data '{"name":"compose-smoke-limited","level":1,"expiresIn":3600,"ratelimit":{"limit":2,"duration":60}}' \
+  "${REPLICA[3]}/apikeys/jwt")
+check 201 "$code" "create a key limited to 2 a minute on keygate-3"
+limited_key=$(sed -n 's/.*"key":"\([^"]*\)".*/\1/p' "$WORK/body")
+limited_secret=$(sed -n 's/.*"secret":"\([^"]*\)".*/\1/p' "$WORK/body")
+printf '%s\n' "$limited_secret" >"$WORK/limited_secret"
+[[ "$limited_key" == kg_* ]] && [ -n "$limited_secret" ] || die "no key and secret in the create response"
+printf 'Authorization: Basic %s\n' "$(printf '%s:%s' "$limited_key" "$limited_secret" | base64 | tr -d '\n')" >"$WORK/limited"
+header_of() { tr -d '\r' <"$WORK/headers" | sed -n "s/^$1: *//Ip" | head -n1; }
+for n in 1 2; do
+  code=$(status_of -D "$WORK/headers" -H "@$WORK/limited" "$NGINX/app/hello")
+  check 200 "$code" "nginx /app/ with the limited key, request $n of 2 (RateLimit: $(header_of RateLimit))"
+done
+code=$(status_of -D "$WORK/headers" -H "@$WORK/limited" "$NGINX/app/hello")
+check 429 "$code" "nginx /app/ with the limited key, request 3: keygate's 429"
+retry=$(header_of Retry-After)
+kcode=$(header_of X-Keygate-Code)
+if [[ "$retry" =~ ^[0-9]+$ ]] && [ "$retry" -ge 1 ] && [ "$retry" -le 60 ] && [ "$kcode" = RATE_LIMITED ] \
+  && grep -q '"result":"error"' "$WORK/body"; then
+  pass "the 429 carries Retry-After $retry, X-Keygate-Code $kcode and an error body"
+else
+  failc "the 429 carries Retry-After '$retry', X-Keygate-Code '$kcode', body $(head -c 200 "$WORK/body")"
+fi
+check 200 "$(status_of -H "@$WORK/basic" "$NGINX/app/hello")" "another key is not limited by it"
+
+# ---- 4. delete on replica 2; refused everywhere within REFUSED_WITHIN -------------------------------
 # The checks above put the key in every replica's key cache (KEY_CACHE_SECONDS, 10 by default), so a
 # refusal within 1 s here is the LISTEN/NOTIFY eviction at work, not a cache that never held it.
 code=$(status_of -X DELETE -H "@$WORK/bearer" "${REPLICA[2]}/apikeys/$key/jwt")
@@ -222,13 +268,14 @@ check 6 "$ok" "verify through nginx, 6 times: NOT_FOUND"
 check 403 "$(status_of -H "@$WORK/basic" "$NGINX/app/hello")" "nginx /app/ with the deleted key"
 check 404 "$(status_of -X DELETE -H "@$WORK/bearer" "${REPLICA[3]}/apikeys/$key/jwt")" "delete it again on keygate-3"
 
-# ---- 4. nothing secret in any log -----------------------------------------------------------------
+# ---- 5. nothing secret in any log -----------------------------------------------------------------
 for s in keygate-1 keygate-2 keygate-3 nginx; do
   podman logs "${PROJECT}_${s}_1" >"$WORK/logs" 2>&1 || true
-  if grep -qF -f "$WORK/secret" "$WORK/logs" || grep -qF -f "$WORK/token" "$WORK/logs"; then
-    failc "$s: the key's secret or the token is in the log"
+  if grep -qF -f "$WORK/secret" "$WORK/logs" || grep -qF -f "$WORK/limited_secret" "$WORK/logs" \
+    || grep -qF -f "$WORK/token" "$WORK/logs"; then
+    failc "$s: a key's secret or the token is in the log"
   else
-    pass "$s: no secret or token in the log"
+    pass "$s: no key's secret and no token in the log"
   fi
 done
 [ "$FAILED" = 0 ]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Container smoke test: build the image from ./Dockerfile, run it, and check what a deployment relies on:
-# health, token minting inside the container, create/delete over HTTP, a non-root PID 1, the image's
+# health, token minting inside the container, create/verify/delete over HTTP, a non-root PID 1, the image's
 # HEALTHCHECK, a clean exit 0 on SIGTERM within the stop timeout, and keys surviving a new container on
 # the same volume. Prints timings and how much the keygate layers add to the base image.
 #
@@ -251,6 +251,14 @@ json_field secret <"$WORK/body" >"$WORK/secret"
 if [[ "$kept_key" != kg_* ]] || [ ! -s "$WORK/secret" ]; then fail "no key/secret in the create response"; fi
 printf 'Authorization: Basic %s\n' \
   "$(printf '%s:%s' "$kept_key" "$(cat "$WORK/secret")" | base64 | tr -d '\n')" >"$WORK/basic"
+printf '{"key":"%s","secret":"%s"}' "$kept_key" "$(cat "$WORK/secret")" >"$WORK/verify.json"
+verify_code() { # verify_code -> the verify answer's code (VALID, NOT_FOUND, ...), or "HTTP <status>"
+  local code
+  code=$(http POST /apikeys/verify "" "@$WORK/verify.json")
+  if [ "$code" = 200 ]; then json_field code <"$WORK/body"; else echo "HTTP $code"; fi
+}
+[ "$(verify_code)" = VALID ] || fail "verify of the new key: $(head -c 300 "$WORK/body")"
+log "verify of the new key -> VALID"
 
 # The image's HEALTHCHECK, run by hand (podman runs health timers only with systemd).
 if [ "$ENGINE" = podman ]; then
@@ -293,11 +301,15 @@ note "start -> healthy: $STARTED_MS ms (second container: same volume, --read-on
 # The old token still verifies: the jwt-secret file survived. An unknown key is 404 (403 = bad token).
 code=$(http DELETE /apikeys/kg_000000000000000000000000/jwt "$WORK/bearer")
 expect 404 "$code" "old token on the new container (unknown key)"
-# The kept key authenticates with its secret and deletes itself: the data survived.
+# The kept key verifies, authenticates with its secret and deletes itself: the data survived.
+[ "$(verify_code)" = VALID ] || fail "verify of the kept key on the new container: $(head -c 300 "$WORK/body")"
+log "verify of the kept key on the new container -> VALID"
 code=$(http DELETE "/apikeys/$kept_key/key" "$WORK/basic")
 expect 204 "$code" "DELETE /apikeys/<kept>/key with key:secret on the new container"
 code=$(http DELETE "/apikeys/$kept_key/key" "$WORK/basic")
 expect 403 "$code" "the deleted key no longer authenticates"
+[ "$(verify_code)" = NOT_FOUND ] || fail "verify of the deleted key: $(head -c 300 "$WORK/body")"
+log "verify of the deleted key -> NOT_FOUND"
 note "persistence: key created in container a authenticated in container b (204); token still valid"
 stop_container "$CTR2"
 note "SIGTERM -> exit (second container): $STOPPED_MS ms, exit code 0"

@@ -124,3 +124,25 @@ describe('examples/compose/nginx.conf', () => {
     expect(format).not.toMatch(/\$http_|\$request\b|\$args|\$query_string/);
   });
 });
+
+describe('docs/replicas.md, podman-compose', () => {
+  // podman-compose 1.0.3 names the project after the directory, not compose.yaml's `name:`, so the
+  // container names the commands use hold only with `-p <name>`.
+  it('gives every podman-compose command the project name the podman commands use', async () => {
+    const replicasDoc = await read('docs/replicas.md');
+    const commands = [...replicasDoc.matchAll(/^podman-compose (.*)$/gm)].map((match) => match[1] ?? '');
+    expect(commands.length).toBeGreaterThanOrEqual(3);
+    for (const command of commands) expect(command).toStartWith('-p keygate ');
+    const containers = [...replicasDoc.matchAll(/podman exec (\S+)/g)].map((match) => match[1]);
+    expect(containers.length).toBeGreaterThanOrEqual(2);
+    for (const container of containers) {
+      const service = container?.match(/^keygate_(.+)_1$/)?.[1] ?? '';
+      expect(Object.keys(compose.services)).toContain(service);
+    }
+  });
+
+  it('does not promise podman-compose a --wait it does not have', async () => {
+    const replicasDoc = await read('docs/replicas.md');
+    expect(replicasDoc).not.toMatch(/^podman-compose .*--wait/m);
+  });
+});
