@@ -29,7 +29,7 @@ import { createSqliteSubjectStore } from './db/sqlite/subjects';
 import { createSqliteUsageStore } from './db/sqlite/usage-store';
 import { withHttpEdge } from './http/edge';
 import { MemoryRateLimiter } from './limits/memory-rate-limiter';
-import { limitsOfKey } from './limits/rate-limit';
+import { counterOf } from './limits/rate-limit';
 import { createPolicyCache } from './policies/cache';
 import { createPolicyService } from './policies/service';
 import type { PolicyStore } from './policies/store';
@@ -117,9 +117,6 @@ export async function openStore(
     client: { engine: 'sqlite', sqlite: db.$client },
   };
 }
-
-/** Any rule: only the counters' names are wanted. */
-const ANY_RULE = { limit: 1, duration: 1 };
 
 export type Keygate = Awaited<ReturnType<typeof createKeygate>>;
 
@@ -218,9 +215,7 @@ export async function createKeygate(
     lastUsedAt: usage.lastUsedAt,
     // A replaced or removed rate limit's counts start afresh.
     onRateLimitReplaced: (lineage) =>
-      rateLimiter.forget(
-        limitsOfKey({ lineage, userId: 0, own: ANY_RULE, operator: ANY_RULE }).map((limit) => limit.counter),
-      ),
+      rateLimiter.forget([counterOf('key', lineage), counterOf('operator', lineage)]),
   });
   const jwt = createJwtAuthority({
     ...jwtKeySource(config, jwtSecret),

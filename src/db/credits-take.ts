@@ -117,6 +117,17 @@ export function renderedTake(
   return { text: query.sql, params: (id, cost, now) => fillPlaceholders(query.params, { id, cost, now }) };
 }
 
+/** A credits row as the engines return it (PostgreSQL's bigints as text) in the rules' terms. */
+export function storedCreditsOf(row: TakenRow): StoredCredits {
+  const { refill_amount: amount, refill_interval_ms: interval } = row;
+  return {
+    remaining: Number(row.remaining),
+    refillAmount: amount === null ? null : Number(amount),
+    refillIntervalMs: interval === null ? null : Number(interval),
+    refilledAt: Number(row.refilled_at),
+  };
+}
+
 /** The take's outcome: `taken` from the returned row, else the refusal the stored credits explain. */
 export function takeOutcome(
   taken: TakenRow | undefined,
@@ -124,19 +135,7 @@ export function takeOutcome(
   cost: number,
   now: number,
 ): CreditsTake | undefined {
-  if (taken !== undefined) {
-    const amount = taken.refill_amount;
-    const interval = taken.refill_interval_ms;
-    return {
-      taken: true,
-      credits: {
-        remaining: Number(taken.remaining),
-        refillAmount: amount === null ? null : Number(amount),
-        refillIntervalMs: interval === null ? null : Number(interval),
-        refilledAt: Number(taken.refilled_at),
-      },
-    };
-  }
+  if (taken !== undefined) return { taken: true, credits: storedCreditsOf(taken) };
   if (stored === undefined) return undefined;
   const refused = takeCredits(stored, cost, now);
   // A refill another replica's take applied between the two reads: still this take's refusal.

@@ -122,10 +122,15 @@ export type KeyRateLimits = {
  */
 export function limitsOfKey({ lineage, own, userId, user, operator }: KeyRateLimits): CountedLimit[] {
   const limits: CountedLimit[] = [];
-  if (own !== undefined) limits.push({ ...own, counter: `key:${lineage}` });
-  if (user !== undefined) limits.push({ ...user, counter: `user:${userId}` });
-  if (operator !== undefined) limits.push({ ...operator, counter: `operator:${lineage}` });
+  if (own !== undefined) limits.push({ ...own, counter: counterOf('key', lineage) });
+  if (user !== undefined) limits.push({ ...user, counter: counterOf('user', userId) });
+  if (operator !== undefined) limits.push({ ...operator, counter: counterOf('operator', lineage) });
   return limits;
+}
+
+/** A counter's name: whose limit it is (which answers report as its scope), then what shares it. */
+export function counterOf(scope: 'key' | 'user' | 'operator', id: string | number): string {
+  return `${scope}:${id}`;
 }
 
 /**

@@ -6,7 +6,7 @@
 // and each take's answer waits for that commit.
 import type { SQL } from 'bun';
 import type { CreditsTake } from '../../limits/credits';
-import { type TakenRow, takeOutcome } from '../credits-take';
+import { storedCreditsOf, type TakenRow, takeOutcome } from '../credits-take';
 import { sameTurnBatches } from './same-turn-batch';
 import { unavailableOr } from './unavailable';
 
@@ -34,18 +34,11 @@ export function batchedCreditsTaker(sql: SQL): CreditsTaker {
       const { cost, now } = takes[i] as Take;
       if (row.taken === null) return undefined;
       if (row.taken) return takeOutcome(row, undefined, cost, now);
-      return takeOutcome(undefined, storedOf(row), cost, now);
+      return takeOutcome(undefined, storedCreditsOf(row), cost, now);
     });
   });
   return (lineage, cost, now) => take({ lineage, cost, now });
 }
-
-const storedOf = (row: TakenRow) => ({
-  remaining: Number(row.remaining),
-  refillAmount: row.refill_amount === null ? null : Number(row.refill_amount),
-  refillIntervalMs: row.refill_interval_ms === null ? null : Number(row.refill_interval_ms),
-  refilledAt: Number(row.refilled_at),
-});
 
 /** One taker per connection pool, so the store's method can reach it without a field of its own. */
 const takers = new WeakMap<SQL, CreditsTaker>();

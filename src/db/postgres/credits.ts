@@ -11,6 +11,7 @@ import {
   KEY_CREDITS_COLUMNS,
   renderedTake,
   secondPoolRefusal,
+  storedCreditsOf,
   type TakenRow,
   takeFromPools,
   takeOutcome,
@@ -18,8 +19,6 @@ import {
 } from '../credits-take';
 import { creditsTakerOf } from './credits-batch';
 import { unavailableOr } from './unavailable';
-
-type StoredRow = TakenRow;
 
 export function postgresCreditTakes(sql: SQL) {
   const dialect = new PgDialect();
@@ -39,18 +38,8 @@ export function postgresCreditTakes(sql: SQL) {
     const { take, read } = pools[pool];
     const [taken] = (await client.unsafe(take.text, take.params(id, cost, now))) as TakenRow[];
     if (taken !== undefined) return takeOutcome(taken, undefined, cost, now);
-    const [row] = (await client.unsafe(read, [id])) as StoredRow[];
-    return takeOutcome(
-      undefined,
-      row && {
-        remaining: Number(row.remaining),
-        refillAmount: row.refill_amount === null ? null : Number(row.refill_amount),
-        refillIntervalMs: row.refill_interval_ms === null ? null : Number(row.refill_interval_ms),
-        refilledAt: Number(row.refilled_at),
-      },
-      cost,
-      now,
-    );
+    const [row] = (await client.unsafe(read, [id])) as TakenRow[];
+    return takeOutcome(undefined, row && storedCreditsOf(row), cost, now);
   };
 
   const batched = creditsTakerOf(sql);

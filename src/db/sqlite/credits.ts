@@ -2,22 +2,16 @@
 // pool: prepared once, run inside the group commit's transaction by the key store.
 import type { Database, SQLQueryBindings } from 'bun:sqlite';
 import { SQLiteSyncDialect } from 'drizzle-orm/sqlite-core';
-import type { CreditsPool, CreditsTake, StoredCredits } from '../../limits/credits';
+import type { CreditsPool, CreditsTake } from '../../limits/credits';
 import {
   type CreditsColumns,
   KEY_CREDITS_COLUMNS,
   renderedTake,
+  storedCreditsOf,
   type TakenRow,
   takeOutcome,
   USER_CREDITS_COLUMNS,
 } from '../credits-take';
-
-type StoredRow = {
-  remaining: number;
-  refill_amount: number | null;
-  refill_interval_ms: number | null;
-  refilled_at: number;
-};
 
 /** One guarded take from one pool, in the caller's transaction; undefined when it has no credits. */
 export function sqliteCreditTakes(client: Database) {
@@ -27,7 +21,7 @@ export function sqliteCreditTakes(client: Database) {
     return {
       take,
       statement: client.prepare<TakenRow, SQLQueryBindings[]>(take.text),
-      read: client.prepare<StoredRow, [string | number]>(
+      read: client.prepare<TakenRow, [string | number]>(
         `SELECT remaining, refill_amount, refill_interval_ms, refilled_at FROM ${columns.table} WHERE ${columns.id} = ?`,
       ),
     };
@@ -39,13 +33,6 @@ export function sqliteCreditTakes(client: Database) {
     const taken = statement.get(...(take.params(id, cost, now) as SQLQueryBindings[])) ?? undefined;
     if (taken !== undefined) return takeOutcome(taken, undefined, cost, now);
     const row = read.get(id);
-    return takeOutcome(undefined, row === null ? undefined : storedOf(row), cost, now);
+    return takeOutcome(undefined, row === null ? undefined : storedCreditsOf(row), cost, now);
   };
 }
-
-const storedOf = (row: StoredRow): StoredCredits => ({
-  remaining: row.remaining,
-  refillAmount: row.refill_amount,
-  refillIntervalMs: row.refill_interval_ms,
-  refilledAt: row.refilled_at,
-});
