@@ -22,7 +22,9 @@
 //   a directory   a keygate checkout, from source (its src/cli.ts serve)
 //   a file        a keygate binary (`serve`)
 // and VAR=value settings for that server (e.g. KEY_CACHE_SECONDS=3600: no round falls on the key
-// cache's refresh of the 10,000 keys in rotation). Example, a change against main:
+// cache's refresh of the 10,000 keys in rotation). KEYS=limited is not passed on: it drives a keygate's
+// verify with 10,000 other keys, each with a rate limit no load reaches (what counting costs), e.g.
+//   bun bench/cpu-per-request.ts verify --paired ceiling plain=dist/keygate limited=dist/keygate,KEYS=limited Example, a change against main:
 //   git worktree add /tmp/before main
 //   flock /tmp/keygate-load.lock bun bench/cpu-per-request.ts verify before=/tmp/before after=. ceiling floor
 import { randomBytes } from 'node:crypto';
@@ -76,6 +78,7 @@ if (
 const dir = mkdtempSync(join(tmpdir(), 'keygate-cpu-'));
 const template = join(dir, 'keys.db');
 const bodies: string[] = [];
+const limitedBodies: string[] = [];
 const basics: string[] = [];
 const wrongSecrets: string[] = [];
 seedKeys(template, [
@@ -92,6 +95,15 @@ seedKeys(template, [
       wrongSecrets.push(`Basic ${Buffer.from(`${id}:${wrong}`).toString('base64')}`);
     },
   },
+  {
+    count: 10_000,
+    userOf: (i) => (i % 1000) + 1,
+    level: 8,
+    expiresAt: Date.now() + 86_400_000,
+    name: 'bench verify',
+    ratelimit: { limit: 1_000_000, duration: 60 },
+    onKey: (id, secret) => limitedBodies.push(JSON.stringify({ key: id, secret })),
+  },
 ]);
 // Creates are made by 1000 users with tokens of one secret that every server is given.
 const jwtSecret = randomBytes(40).toString('base64url');
@@ -101,10 +113,12 @@ for (let user = 1; user <= 1000; user++) {
   bearers.push(`Bearer ${await jwt.sign({ sub: user, level: 8, ttlSeconds: 7200 })}`);
 }
 const bodyFile = join(dir, 'bodies.txt');
+const limitedBodyFile = join(dir, 'limited-bodies.txt');
 const basicFile = join(dir, 'basics.txt');
 const bearerFile = join(dir, 'bearers.txt');
 const wrongSecretFile = join(dir, 'wrong-secrets.txt');
 writeFileSync(bodyFile, `${bodies.join('\n')}\n`);
+writeFileSync(limitedBodyFile, `${limitedBodies.join('\n')}\n`);
 writeFileSync(basicFile, `${basics.join('\n')}\n`);
 writeFileSync(bearerFile, `${bearers.join('\n')}\n`);
 writeFileSync(wrongSecretFile, `${wrongSecrets.join('\n')}\n`);
@@ -133,7 +147,10 @@ type Server = {
 };
 
 const servers: Server[] = specs.map((spec, index) => {
-  const [head = '', ...settings] = spec.split(',');
+  const [head = '', ...pairs] = spec.split(',');
+  const settings = Object.fromEntries(pairs.map((setting) => setting.split('=', 2)));
+  const limited = settings.KEYS === 'limited';
+  delete settings.KEYS;
   const equals = head.indexOf('=');
   const what = equals === -1 ? head : head.slice(equals + 1);
   const name = equals === -1 ? what : head.slice(0, equals);
@@ -143,11 +160,11 @@ const servers: Server[] = specs.map((spec, index) => {
   const server = {
     name,
     what,
-    settings: Object.fromEntries(settings.map((setting) => setting.split('=', 2))),
+    settings,
     port,
     db,
     url,
-    load: loadOf(what, url),
+    load: loadOf(what, url, limited),
     cpu: [],
     rps: [],
     beside: { rps: [], cost: [] },
@@ -191,7 +208,7 @@ function commandOf(what: string, port: number, db: string): string[] {
   throw new Error(`no such server: ${what}\n${USAGE}`);
 }
 
-function loadOf(what: string, url: string): Load {
+function loadOf(what: string, url: string, limited: boolean): Load {
   if (kind === 'create') return { script: 'create.lua', url, args: ['/apikeys/jwt', bearerFile] };
   if (what === 'ceiling') {
     return kind !== 'forward-auth'
@@ -203,7 +220,7 @@ function loadOf(what: string, url: string): Load {
     return { script: 'create.lua', url, args: ['/apikeys/key', wrongSecretFile], refused: true };
   }
   return kind === 'verify'
-    ? { script: 'post-body.lua', url, args: ['/apikeys/verify', bodyFile] }
+    ? { script: 'post-body.lua', url, args: ['/apikeys/verify', limited ? limitedBodyFile : bodyFile] }
     : { script: 'authorized-get.lua', url, args: ['/forward-auth', basicFile] };
 }
 

@@ -1,7 +1,7 @@
 // The PolicyStore on SQLite: reads are prepared statements; a change goes through the key store's
 // group commit, policy and credits pool in one transaction, and tells this process's listeners once
 // committed (one process holds a SQLite file, so there is no other replica to tell).
-import { eq } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import type { PolicyChangedListener, PolicyStore, StoredPolicy } from '../../policies/store';
 import { policyRow, storedPolicyOf } from '../policy-rows';
 import type { Db } from './open';
@@ -13,11 +13,22 @@ export function createSqlitePolicyStore(db: Db, write: SqliteApiKeyStore['write'
   const announce = (userId: number) => {
     for (const listener of listeners) listener(userId);
   };
+  // Read on every verification of a user not seen lately: prepared once (building and compiling
+  // the query per read cost about 60 µs, ten times the read).
+  const policyOfUser = db
+    .select()
+    .from(userPolicies)
+    .where(eq(userPolicies.userId, sql.placeholder('userId')))
+    .prepare();
+  const creditsOfUser = db
+    .select()
+    .from(userCredits)
+    .where(eq(userCredits.userId, sql.placeholder('userId')))
+    .prepare();
   const read = (userId: number): StoredPolicy | undefined => {
-    const policy = db.select().from(userPolicies).where(eq(userPolicies.userId, userId)).get();
+    const policy = policyOfUser.get({ userId });
     if (policy === undefined) return undefined;
-    const credits = db.select().from(userCredits).where(eq(userCredits.userId, userId)).get();
-    return storedPolicyOf(policy, credits);
+    return storedPolicyOf(policy, creditsOfUser.get({ userId }));
   };
 
   return {
