@@ -1,7 +1,8 @@
 // Usage counts in memory: per key and UTC hour, what its verifications came to, and when it was last
 // used. Nothing here touches the disk: the flusher (flusher.ts) takes the counts every
-// USAGE_FLUSH_SECONDS and writes them in one write. A count costs a Map lookup and an increment; a
-// key's entry is allocated once per interval, an hour's bucket once per hour.
+// USAGE_FLUSH_SECONDS and writes them in one write. A count costs a Map lookup and an increment: a
+// key's entry, allocated once per interval, holds its latest hour's counts itself (one object to reach
+// on every verification), and an earlier hour's only when the hour turns within the interval.
 import type { Clock } from '../core/clock';
 
 /**
@@ -51,7 +52,36 @@ export const HOUR_MS = 3_600_000;
 export const MAX_KEYS_IN_MEMORY = 100_000;
 
 type Bucket = Omit<UsageRow, 'keyId'>;
-type Entry = { keyId: string; lastUsedAt: number | undefined; buckets: Bucket[] };
+/** A key's counts since the flush: its latest hour's in the entry itself, other hours in `earlier`. */
+type Entry = Bucket & { keyId: string; lastUsedAt: number | undefined; earlier: Bucket[] | undefined };
+
+const NO_HOUR = -1;
+const newEntry = (keyId: string): Entry => ({
+  keyId,
+  lastUsedAt: undefined,
+  bucket: NO_HOUR,
+  valid: 0,
+  rateLimited: 0,
+  usageExceeded: 0,
+  denied: 0,
+  earlier: undefined,
+});
+const counted = (bucket: Bucket) =>
+  bucket.valid + bucket.rateLimited + bucket.usageExceeded + bucket.denied > 0;
+const copyOf = ({ bucket, valid, rateLimited, usageExceeded, denied }: Bucket): Bucket => ({
+  bucket,
+  valid,
+  rateLimited,
+  usageExceeded,
+  denied,
+});
+
+/** The entry's hours that counted anything. */
+function bucketsOf(entry: Entry): Bucket[] {
+  const buckets = entry.earlier === undefined ? [] : entry.earlier.filter(counted);
+  if (counted(entry)) buckets.push(entry);
+  return buckets;
+}
 
 export type UsageCounter = ReturnType<typeof createUsageCounter>;
 
@@ -71,7 +101,7 @@ export function createUsageCounter({
   let dropped = 0;
   let toldFull = false;
   /** Where an unknown id's attempt is counted: never taken, written or read. */
-  const nowhere: Entry = { keyId: '', lastUsedAt: undefined, buckets: [] };
+  const nowhere: Entry = newEntry('');
 
   function entryOf(keyId: string): Entry | undefined {
     let entry = entries.get(keyId);
@@ -84,21 +114,28 @@ export function createUsageCounter({
         }
         return undefined;
       }
-      entry = { keyId, lastUsedAt: undefined, buckets: [] };
+      entry = newEntry(keyId);
       entries.set(keyId, entry);
     }
     return entry;
   }
 
   function bucketOf(entry: Entry, bucket: number): Bucket {
-    const last = entry.buckets[entry.buckets.length - 1];
-    if (last !== undefined && last.bucket === bucket) return last;
-    // A clock set back may come to an hour already counted: look for it before adding one.
-    const earlier = entry.buckets.find((candidate) => candidate.bucket === bucket);
+    if (entry.bucket === bucket) return entry;
+    // A clock set back may come to an hour already counted: look for it before starting one.
+    const earlier = entry.earlier?.find((candidate) => candidate.bucket === bucket);
     if (earlier !== undefined) return earlier;
-    const fresh = { bucket, valid: 0, rateLimited: 0, usageExceeded: 0, denied: 0 };
-    entry.buckets.push(fresh);
-    return fresh;
+    // Another hour: the entry's counts so far move to `earlier`, and the entry counts this one.
+    if (counted(entry)) {
+      entry.earlier ??= [];
+      entry.earlier.push(copyOf(entry));
+    }
+    entry.bucket = bucket;
+    entry.valid = 0;
+    entry.rateLimited = 0;
+    entry.usageExceeded = 0;
+    entry.denied = 0;
+    return entry;
   }
 
   function add(entry: Entry, counts: Bucket): void {
@@ -151,8 +188,8 @@ export function createUsageCounter({
       // before its key was deleted is unknown now, and must not be counted again).
       nowhere.lastUsedAt = entries.get(keyId)?.lastUsedAt;
       const now = clock();
-      // Only the current hour's bucket is kept: the entry would otherwise grow one bucket an hour.
-      if (nowhere.buckets.length > 1) nowhere.buckets.shift();
+      // Only the current hour is kept: the entry would otherwise grow one bucket an hour.
+      nowhere.earlier = undefined;
       bucketOf(nowhere, now - (now % HOUR_MS)).denied++;
     },
 
@@ -168,11 +205,7 @@ export function createUsageCounter({
       const rows: UsageRow[] = [];
       const lastUsed: UsageBatch['lastUsed'] = [];
       for (const entry of inFlight.values()) {
-        for (const bucket of entry.buckets) {
-          if (bucket.valid + bucket.rateLimited + bucket.usageExceeded + bucket.denied > 0) {
-            rows.push({ keyId: entry.keyId, ...bucket });
-          }
-        }
+        for (const bucket of bucketsOf(entry)) rows.push({ keyId: entry.keyId, ...copyOf(bucket) });
         if (entry.lastUsedAt !== undefined) lastUsed.push({ keyId: entry.keyId, at: entry.lastUsedAt });
       }
       return { rows, lastUsed };
@@ -186,7 +219,7 @@ export function createUsageCounter({
       for (const old of taken.values()) {
         const entry = entryOf(old.keyId);
         if (entry === undefined) continue;
-        for (const bucket of old.buckets) add(entry, bucket);
+        for (const bucket of bucketsOf(old)) add(entry, bucket);
         if (old.lastUsedAt !== undefined) markUsed(entry, old.lastUsedAt);
       }
     },
@@ -195,7 +228,8 @@ export function createUsageCounter({
     pendingRows(keyId: string): UsageRow[] {
       const rows: UsageRow[] = [];
       for (const source of [inFlight?.get(keyId), entries.get(keyId)]) {
-        for (const bucket of source?.buckets ?? []) rows.push({ keyId, ...bucket });
+        if (source === undefined) continue;
+        for (const bucket of bucketsOf(source)) rows.push({ keyId, ...copyOf(bucket) });
       }
       return rows;
     },
