@@ -86,7 +86,8 @@ function limitedBy(
     return ALLOWED;
   }
   const lineage = lineageOf(row);
-  const counted = countedLimitsOf(row, lineage, own, user, limits.operatorRule);
+  // Built anew each time: a WeakMap keeping them per cached row cost more to look up (and to collect).
+  const counted = limitsOfKey({ lineage, own, userId: row.userId, user, operator: limits.operatorRule });
   return andThen(consumeIfLimited(limits.limiter, counted), (decision) => {
     const ratelimit = decision && reportOf(decision, counted);
     if (decision !== undefined && ratelimit !== undefined && !decision.allowed) {
@@ -122,33 +123,6 @@ function limitedBy(
       (error: unknown) => andThen(refundOf(limits, counted, decision), () => Promise.reject(error)),
     );
   });
-}
-
-/**
- * The limits of a key row, remembered while the row is (the key cache hands out the same row until
- * it is read again): the same counter strings each time, so the limiter's lookup of a counter does
- * not build and hash its name anew on every verification.
- */
-const countedOfRow = new WeakMap<
-  ApiKeyRow,
-  { user: RateLimitRule | undefined; operator: RateLimitRule | undefined; counted: CountedLimit[] }
->();
-
-function countedLimitsOf(
-  row: ApiKeyRow,
-  lineage: string,
-  own: RateLimitRule | undefined,
-  user: RateLimitRule | undefined,
-  operator: RateLimitRule | undefined,
-): readonly CountedLimit[] {
-  // The user's rule is the cached policy's object: a changed policy is another object.
-  const remembered = countedOfRow.get(row);
-  if (remembered !== undefined && remembered.user === user && remembered.operator === operator) {
-    return remembered.counted;
-  }
-  const counted = limitsOfKey({ lineage, own, userId: row.userId, user, operator });
-  countedOfRow.set(row, { user, operator, counted });
-  return counted;
 }
 
 /** Gives a refused verification's admission back: only VALID answers use the limit. */
