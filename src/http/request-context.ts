@@ -16,15 +16,24 @@ export type RequestContext = {
 
 const contexts = new WeakMap<Request, RequestContext>();
 
+class EdgeContext implements RequestContext {
+  route?: string;
+  tokenRefusal?: string;
+  constructor(
+    readonly id: string,
+    private readonly request: Request,
+  ) {}
+
+  // Read only by writes: `request.signal` costs ~2 µs, which a verification need not pay. A getter
+  // of the class, not of each context (an object literal's own getter makes every context slower).
+  get signal(): AbortSignal {
+    return this.request.signal;
+  }
+}
+
 /** The edge's context for `request`. */
 export function newRequestContext(request: Request, id: string): RequestContext {
-  return {
-    id,
-    // Read only by writes: `request.signal` costs ~2 µs, which a verification need not pay.
-    get signal() {
-      return request.signal;
-    },
-  };
+  return new EdgeContext(id, request);
 }
 
 /** Makes `context` the one `contextOf(request)` finds (for requests Elysia answers). */

@@ -87,19 +87,45 @@ export function createVerifier({
   /** Rate limits and credits; without them no key is limited (tests of the other rules). */
   limits?: UsageLimits;
 }) {
+  // The steps of a key's verification, each a function of its own (no closure made per request): a
+  // key in the key cache goes through all of them at once, without a promise.
   const keyVerdict = (outcome: KeyAuthentication, minLevel: number): SyncOrAsync<Verdict> => {
     if (outcome.status === 'not-found') return { valid: false, code: 'NOT_FOUND' };
     if (outcome.status === 'expired') return { valid: false, code: 'EXPIRED' };
     const principal = keyPrincipal(outcome.row);
-    // DISABLED is said only when the secret matched, as EXPIRED is: the holder learns what using it would.
-    const disabled = outcome.row.enabled === false;
-    const judge = (): Verdict =>
-      disabled ? { valid: false, code: 'DISABLED', principal } : judged(principal, minLevel);
-    if (ownerSubject === undefined) return judge();
+    if (ownerSubject === undefined) return enabledOrNot(outcome.row, principal, minLevel);
     return andThen(ownerSubject(principal.userId), (subject) => {
       if (subject !== undefined) principal.subject = subject;
-      return judge();
+      return enabledOrNot(outcome.row, principal, minLevel);
     });
+  };
+  const checked = (
+    key: string,
+    outcome: KeyAuthentication,
+    { minLevel = 0, cost = 1, judge }: KeyCheck,
+  ): SyncOrAsync<Verdict> => {
+    const first = keyVerdict(outcome, minLevel);
+    return first instanceof Promise
+      ? first.then((settled) => limited(key, outcome, judge === undefined ? settled : judge(settled), cost))
+      : limited(key, outcome, judge === undefined ? first : judge(first), cost);
+  };
+  const limited = (key: string, outcome: KeyAuthentication, judged: Verdict, cost: number) => {
+    if (!judged.valid || limits === undefined || outcome.status !== 'valid')
+      return counted(key, outcome, judged);
+    const applied = applyUsageLimits(limits, outcome.row, cost);
+    return applied instanceof Promise
+      ? applied.then((settled) => counted(key, outcome, limitedVerdict(judged, settled)))
+      : counted(key, outcome, limitedVerdict(judged, applied));
+  };
+  const counted = (key: string, outcome: KeyAuthentication, final: Verdict): Verdict => {
+    // Only ids that name a key are counted (a wrong secret carries its key's id); an unknown id costs
+    // the counter what a wrong secret does, and counts nothing.
+    if (usage !== undefined) {
+      const keyId = outcome.status === 'not-found' ? outcome.keyId : outcome.row.id;
+      if (keyId !== undefined) usage.record(keyId, usageOutcomeOf(final.code));
+      else usage.recordUnknown(key);
+    }
+    return final;
   };
   return {
     /**
@@ -107,30 +133,11 @@ export function createVerifier({
      * may turn the verdict into the final one (forward-auth's level, required after the credential is
      * judged); the final verdict is the one the key's usage counts, and none when `judge` throws.
      */
-    verifyKey(
-      key: string,
-      secret: string,
-      { minLevel = 0, cost = 1, judge }: KeyCheck = {},
-    ): SyncOrAsync<Verdict> {
-      return andThen(service.authenticateKey(key, secret), (outcome) =>
-        andThen(keyVerdict(outcome, minLevel), (first) => {
-          const judged = judge === undefined ? first : judge(first);
-          const verdict =
-            judged.valid && limits !== undefined && outcome.status === 'valid'
-              ? andThen(applyUsageLimits(limits, outcome.row, cost), (limited) =>
-                  limitedVerdict(judged, limited),
-                )
-              : judged;
-          return andThen(verdict, (final) => {
-            // Only ids that name a key are counted (a wrong secret carries its key's id); an unknown id
-            // costs the counter what a wrong secret does, and counts nothing.
-            const keyId = outcome.status === 'not-found' ? outcome.keyId : outcome.row.id;
-            if (keyId !== undefined) usage?.record(keyId, usageOutcomeOf(final.code));
-            else usage?.recordUnknown(key);
-            return final;
-          });
-        }),
-      );
+    verifyKey(key: string, secret: string, check: KeyCheck = {}): SyncOrAsync<Verdict> {
+      const outcome = service.authenticateKey(key, secret);
+      return outcome instanceof Promise
+        ? outcome.then((settled) => checked(key, settled, check))
+        : checked(key, outcome, check);
     },
 
     async verifyToken(token: string, minLevel: number): Promise<Verdict> {
@@ -158,6 +165,11 @@ function limitedVerdict(verdict: Verdict & { valid: true }, limited: LimitsOutco
   const refused: Verdict = { valid: false, code: 'USAGE_EXCEEDED', principal, credits: limited.credits };
   if (limited.retryAfter !== undefined) refused.retryAfter = limited.retryAfter;
   return refused;
+}
+
+/** DISABLED is said only when the secret matched, as EXPIRED is: the holder learns what using it would. */
+function enabledOrNot(row: ApiKeyRow, principal: Principal, minLevel: number): Verdict {
+  return row.enabled === false ? { valid: false, code: 'DISABLED', principal } : judged(principal, minLevel);
 }
 
 /** A valid verdict below `minLevel` becomes INSUFFICIENT_LEVEL. */

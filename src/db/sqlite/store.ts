@@ -76,14 +76,30 @@ export function createSqliteApiKeyStore(
   // The key lookup's row: the key's, else the nearest stored key's below it, else the newest's (the
   // interface says why). min() evaluates both of its arguments, so both bounds are looked up every
   // time; '~' sorts after every key id, so with nothing below, min() picks the newest.
-  const findForLookup = selectKeys()
-    .where(
-      eq(
-        apiKeys.id,
-        sql`min(ifnull((SELECT max(k.id) FROM ${apiKeys} k WHERE k.id <= ${sql.placeholder('id')}), '~'), (SELECT max(k.id) FROM ${apiKeys} k))`,
-      ),
-    )
-    .prepare();
+  // It runs on every key cache miss (each key every KEY_CACHE_SECONDS): drizzle writes its SQL, and
+  // bun:sqlite runs it and hands the values in column order to lookupRowOf (drizzle's mapping of the
+  // joined row cost more than the read itself).
+  const findForLookup = db.$client.prepare<unknown[], [string]>(
+    selectKeys()
+      .where(
+        eq(
+          apiKeys.id,
+          sql`min(ifnull((SELECT max(k.id) FROM ${apiKeys} k WHERE k.id <= ${sql.placeholder('id')}), '~'), (SELECT max(k.id) FROM ${apiKeys} k))`,
+        ),
+      )
+      .toSQL().sql,
+  );
+  const lookupFields = Object.keys(keyWithCredits);
+  const lookupRowOf = (values: unknown[] | undefined): ApiKeyRow | undefined => {
+    if (values === undefined) return undefined;
+    const joined: Record<string, unknown> = {};
+    for (let i = 0; i < lookupFields.length; i++) joined[lookupFields[i] as string] = values[i];
+    // The two columns drizzle's schema reads in another mode than SQLite's own.
+    joined.enabled = joined.enabled === 1;
+    const hash = joined.secretHash as Uint8Array;
+    joined.secretHash = Buffer.from(hash.buffer, hash.byteOffset, hash.byteLength);
+    return withCredits(joined as Parameters<typeof withCredits>[0]);
+  };
   const rowOf = (joined: Parameters<typeof withCredits>[0] | undefined): ApiKeyRow | undefined =>
     joined === undefined ? undefined : withCredits(joined);
 
@@ -274,7 +290,7 @@ export function createSqliteApiKeyStore(
   return {
     findKey(id) {
       try {
-        const read = rowOf(findForLookup.get({ id }));
+        const read = lookupRowOf(findForLookup.values(id)[0]);
         return read?.id === id ? read : undefined;
       } catch (error) {
         unavailableOr(error);
