@@ -2,22 +2,21 @@
 // over the admin service; checks in the other routes' order: the operator's credential (the scheme's
 // derive) → the path's format → the body or query → 404 → the rules' 403 and 409. Every change is
 // told to the key events (audit line, metrics) with `by` = `admin:<sub>`.
-import { Elysia, t, ValidationError } from 'elysia';
+import { Elysia, t } from 'elysia';
 import type { KeyEvents } from '../apikeys/audit';
 import { encodeCursor } from '../apikeys/cursor';
+import { apiKeyModels, CreatedResponse, ErrorResponse, UserPolicy, WholeNumber } from '../apikeys/model';
 import {
-  apiKeyModels,
-  CreatedResponse,
-  createKeyBody,
-  describeCreateBodyProblem,
-  ErrorResponse,
-  UserPolicy,
-  WholeNumber,
-} from '../apikeys/model';
-import { assertKeyId, assertMeta, listQueryOf, updateBodyOf } from '../apikeys/routes';
+  assertKeyId,
+  assertMeta,
+  createBodyOptions,
+  listQueryOf,
+  READ_BODY_IN_TRANSFORM,
+  updateBodyOptions,
+} from '../apikeys/routes';
 import type { Clock } from '../core/clock';
 import { readJsonBody } from '../http/body';
-import { errorResponse, HttpError } from '../http/errors';
+import { HttpError } from '../http/errors';
 import { QUERY_PARAMETERS } from '../http/openapi';
 import { contextOf } from '../http/request-context';
 import { policyBodyProblem } from '../policies/model';
@@ -49,9 +48,6 @@ const errors = {
   404: ErrorResponse,
   503: ErrorResponse,
 };
-
-/** See apikeys/routes.ts: the body is read in the route's transform, after the credential. */
-const BODY_NOT_READ_YET = Symbol('body not read yet');
 
 const describe = (summary: string, description: string, extra: Record<string, unknown> = {}) => ({
   summary,
@@ -189,20 +185,7 @@ export function adminRoutes({
       },
       {
         params: USER_PARAMS,
-        parse: [() => BODY_NOT_READ_YET, 'application/json'],
-        transform: async (context) => {
-          userIdOf(context.params.userId);
-          context.body = (await readJsonBody(context.request)) as typeof context.body;
-        },
-        body: createKeyBody(maxExpiresInSeconds),
-        error: ({ error }) => {
-          if (error instanceof ValidationError && error.type === 'body') {
-            return errorResponse(
-              400,
-              describeCreateBodyProblem(error.value, error.valueError?.path, maxExpiresInSeconds),
-            );
-          }
-        },
+        ...createBodyOptions(maxExpiresInSeconds, (params) => userIdOf(params.userId as string)),
         response: { 201: CreatedResponse, ...errors, 409: ErrorResponse, 413: ErrorResponse },
         detail: describe(
           'Create an API key for a user',
@@ -261,7 +244,7 @@ export function adminRoutes({
       },
       {
         params: USER_PARAMS,
-        parse: [() => BODY_NOT_READ_YET, 'application/json'],
+        parse: READ_BODY_IN_TRANSFORM,
         transform: async (context) => {
           userIdOf(context.params.userId);
           const body = await readJsonBody(context.request);
@@ -349,12 +332,7 @@ export function adminRoutes({
       },
       {
         params: KEY_PARAMS,
-        parse: [() => BODY_NOT_READ_YET, 'application/json'],
-        transform: async (context) => {
-          assertKeyId(context.params.id);
-          context.body = updateBodyOf(await readJsonBody(context.request), maxExpiresInSeconds);
-        },
-        body: 'UpdateKeyRequest',
+        ...updateBodyOptions(maxExpiresInSeconds),
         response: { 200: 'KeyResponse', ...errors, 413: ErrorResponse },
         detail: describe(
           'Update any API key',

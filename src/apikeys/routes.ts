@@ -52,9 +52,53 @@ const ID_PARAMS = t.Object({ id: t.String({ description: 'The `key` of the API k
  */
 const BODY_NOT_READ_YET = Symbol('body not read yet');
 
+/** The parse step of a route whose transform reads the body (see BODY_NOT_READ_YET). */
+export const READ_BODY_IN_TRANSFORM: [() => symbol, 'application/json'] = [
+  () => BODY_NOT_READ_YET,
+  'application/json',
+];
+
+/** What a route's transform may check of its path before the body is read (e.g. its user id). */
+type PathCheck = (params: Record<string, string>) => void;
+
+/**
+ * A create's body, for the owner's create and the operator's: read after the credential (and
+ * `checkPath`), checked against the create schema, and a schema failure answered with the rule that
+ * failed.
+ */
+export function createBodyOptions(maxExpiresInSeconds: number, checkPath?: PathCheck) {
+  return {
+    parse: READ_BODY_IN_TRANSFORM,
+    transform: async (context: { params: Record<string, string>; request: Request; body: unknown }) => {
+      checkPath?.(context.params);
+      context.body = await readJsonBody(context.request);
+    },
+    body: createKeyBody(maxExpiresInSeconds),
+    error: ({ error }: { error: unknown }) => {
+      if (error instanceof ValidationError && error.type === 'body') {
+        return errorResponse(
+          400,
+          describeCreateBodyProblem(error.value, error.valueError?.path, maxExpiresInSeconds),
+        );
+      }
+    },
+  };
+}
+
+/** An update's body, for the owner's update and the operator's: after the credential, the id, then the body. */
+export function updateBodyOptions(maxExpiresInSeconds: number) {
+  return {
+    parse: READ_BODY_IN_TRANSFORM,
+    transform: async (context: { params: { id: string }; request: Request; body: unknown }) => {
+      assertKeyId(context.params.id);
+      context.body = updateBodyOf(await readJsonBody(context.request), maxExpiresInSeconds);
+    },
+    body: 'UpdateKeyRequest' as const,
+  };
+}
+
 export function apiKeyRoutes({ suffix, auth, service, events, maxExpiresInSeconds }: ApiKeyRoutesOptions) {
   const doc = SCHEME_DOC[suffix];
-  const body = createKeyBody(maxExpiresInSeconds);
   const errors = { 400: ErrorResponse, 401: ErrorResponse, 403: ErrorResponse, 404: ErrorResponse };
   const describe = (summary: string, description: string) => ({
     summary: `${summary} (${suffix})`,
@@ -77,19 +121,7 @@ export function apiKeyRoutes({ suffix, auth, service, events, maxExpiresInSecond
         return { result: 'success' as const, apikey };
       },
       {
-        parse: [() => BODY_NOT_READ_YET, 'application/json'],
-        transform: async (context) => {
-          context.body = (await readJsonBody(context.request)) as typeof context.body;
-        },
-        body,
-        error: ({ error }) => {
-          if (error instanceof ValidationError && error.type === 'body') {
-            return errorResponse(
-              400,
-              describeCreateBodyProblem(error.value, error.valueError?.path, maxExpiresInSeconds),
-            );
-          }
-        },
+        ...createBodyOptions(maxExpiresInSeconds),
         response: { 201: CreatedResponse, ...errors, 409: ErrorResponse, 413: ErrorResponse },
         detail: {
           summary: `Create an API key (${suffix})`,
@@ -174,13 +206,7 @@ export function apiKeyRoutes({ suffix, auth, service, events, maxExpiresInSecond
       },
       {
         params: ID_PARAMS,
-        parse: [() => BODY_NOT_READ_YET, 'application/json'],
-        // After the credentials (the scheme's derive runs first): the id, then the body.
-        transform: async (context) => {
-          assertKeyId(context.params.id);
-          context.body = updateBodyOf(await readJsonBody(context.request), maxExpiresInSeconds);
-        },
-        body: 'UpdateKeyRequest',
+        ...updateBodyOptions(maxExpiresInSeconds),
         response: { 200: 'KeyResponse', ...errors, 413: ErrorResponse },
         detail: describe(
           'Update one of your API keys',
@@ -206,7 +232,7 @@ export function apiKeyRoutes({ suffix, auth, service, events, maxExpiresInSecond
       },
       {
         params: ID_PARAMS,
-        parse: [() => BODY_NOT_READ_YET, 'application/json'],
+        parse: READ_BODY_IN_TRANSFORM,
         // After the credentials (the scheme's derive runs first): the id, then the body.
         transform: async (context) => {
           assertKeyId(context.params.id);
@@ -247,7 +273,7 @@ function finiteThroughout(value: unknown): boolean {
 const UPDATE_PROPERTIES = ['name', 'level', 'expiresIn', ...SETTING_PROPERTIES];
 
 /** The update body checked: a JSON object with at least one known property, each value valid. */
-export function updateBodyOf(body: unknown, maxExpiresInSeconds: number): KeyPatch {
+function updateBodyOf(body: unknown, maxExpiresInSeconds: number): KeyPatch {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new HttpError(
       400,
