@@ -3,27 +3,17 @@
 // replica alone can use the whole limit, and concurrent spending never gives more than was granted.
 // Runs in `bun run test:postgres`; plain `bun test` (SQLite) skips it.
 import { afterAll, describe, expect, it } from 'bun:test';
-import { SQL } from 'bun';
-import { sharedPostgres, startPostgres, TEST_ENGINE } from '../support/postgres';
-import { bearerFor, type Replica, startReplica } from '../support/replicas';
+import { startPostgres, TEST_ENGINE } from '../support/postgres';
+import {
+  bearerFor,
+  freshReplicaDatabase,
+  type Replica,
+  startReplicas,
+  stopReplicas,
+  within,
+} from '../support/replicas';
 
-const running: Replica[] = [];
-afterAll(async () => {
-  await Promise.all(running.map((replica) => replica.stop()));
-});
-
-async function replicas(url: string, count: number, env: Record<string, string> = {}): Promise<Replica[]> {
-  const started = await Promise.all(Array.from({ length: count }, () => startReplica(url, env)));
-  running.push(...started);
-  return started;
-}
-
-let databases = 0;
-async function emptyDatabase(): Promise<{ url: string; sql: SQL }> {
-  const { server } = await sharedPostgres();
-  const url = server.createDatabase(`keygate_limits_replicas_${process.pid}_${++databases}`);
-  return { url, sql: new SQL(url, { max: 2 }) };
-}
+afterAll(stopReplicas);
 
 type Key = { key: string; secret: string };
 let nextUser = 500;
@@ -53,20 +43,10 @@ async function burst(over: Replica[], key: Key, total: number): Promise<Record<s
   return counts;
 }
 
-/** Polls `check` every 10 ms until it holds or `limitMs` passes; resolves with the ms it took. */
-async function within(limitMs: number, check: () => Promise<boolean>): Promise<number> {
-  const started = performance.now();
-  while (performance.now() - started < limitMs) {
-    if (await check()) return performance.now() - started;
-    await Bun.sleep(10);
-  }
-  throw new Error(`not within ${limitMs} ms`);
-}
-
 describe.skipIf(TEST_ENGINE !== 'postgres')('rate limits and credits on replicas of one database', () => {
   it('a burst of limit + k spread over two replicas gets exactly limit VALID and k RATE_LIMITED', async () => {
-    const { url, sql } = await emptyDatabase();
-    const two = await replicas(url, 2);
+    const { url, sql } = await freshReplicaDatabase('limits_replicas');
+    const two = await startReplicas(url, 2);
     const limit = 40;
     const k = 25;
     const key = await create(two[0] as Replica, { ratelimit: { limit, duration: 3600 } });
@@ -80,8 +60,8 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate limits and credits on replicas
   }, 60_000);
 
   it('the same burst spread over three replicas gets exactly limit VALID', async () => {
-    const { url, sql } = await emptyDatabase();
-    const three = await replicas(url, 3);
+    const { url, sql } = await freshReplicaDatabase('limits_replicas');
+    const three = await startReplicas(url, 3);
     const limit = 60;
     const k = 30;
     const key = await create(three[0] as Replica, { ratelimit: { limit, duration: 3600 } });
@@ -94,8 +74,8 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate limits and credits on replicas
   }, 60_000);
 
   it('when all traffic reaches one of two replicas, that replica can use the whole limit', async () => {
-    const { url, sql } = await emptyDatabase();
-    const [a, b] = (await replicas(url, 2)) as [Replica, Replica];
+    const { url, sql } = await freshReplicaDatabase('limits_replicas');
+    const [a, b] = (await startReplicas(url, 2)) as [Replica, Replica];
     const limit = 30;
     const key = await create(b, { ratelimit: { limit, duration: 3600 } });
     expect(await burst([a], key, limit + 5)).toEqual({ VALID: limit, RATE_LIMITED: 5 });
@@ -105,8 +85,8 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate limits and credits on replicas
   }, 60_000);
 
   it("the operator's RATE_LIMIT holds across replicas too, and one replica alone can use it whole", async () => {
-    const { url, sql } = await emptyDatabase();
-    const [a, b] = (await replicas(url, 2, { RATE_LIMIT: '25/3600' })) as [Replica, Replica];
+    const { url, sql } = await freshReplicaDatabase('limits_replicas');
+    const [a, b] = (await startReplicas(url, 2, { RATE_LIMIT: '25/3600' })) as [Replica, Replica];
     const spread = await create(a, {});
     const counts = await burst([a, b], spread, 25 + 15);
     console.log('RATE_LIMIT 25/3600 over two replicas, k 15:', counts);
@@ -117,8 +97,8 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate limits and credits on replicas
   }, 60_000);
 
   it('concurrent spending over two replicas never passes the credits granted, and spends all of them', async () => {
-    const { url, sql } = await emptyDatabase();
-    const two = (await replicas(url, 2)) as [Replica, Replica];
+    const { url, sql } = await freshReplicaDatabase('limits_replicas');
+    const two = (await startReplicas(url, 2)) as [Replica, Replica];
     const granted = 50;
     const key = await create(two[0], { credits: { remaining: granted } });
     const counts = await burst(two, key, granted + 30);
@@ -136,8 +116,8 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate limits and credits on replicas
   }, 60_000);
 
   it('with a cost, concurrent takes over two replicas spend whole costs only, never more than granted', async () => {
-    const { url, sql } = await emptyDatabase();
-    const two = (await replicas(url, 2)) as [Replica, Replica];
+    const { url, sql } = await freshReplicaDatabase('limits_replicas');
+    const two = (await startReplicas(url, 2)) as [Replica, Replica];
     const key = await create(two[0], { credits: { remaining: 100 } });
     const answers = await Promise.all(
       Array.from({ length: 60 }, (_, i) => verify(two[i % 2] as Replica, key, { cost: 3 })),
@@ -153,9 +133,9 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate limits and credits on replicas
   }, 60_000);
 
   it("an update of a key's ratelimit or credits on one replica is applied by the other within a second", async () => {
-    const { url, sql } = await emptyDatabase();
+    const { url, sql } = await freshReplicaDatabase('limits_replicas');
     // An hour of key cache: only the change notification can bring the new settings in time.
-    const [a, b] = (await replicas(url, 2, { KEY_CACHE_SECONDS: '3600' })) as [Replica, Replica];
+    const [a, b] = (await startReplicas(url, 2, { KEY_CACHE_SECONDS: '3600' })) as [Replica, Replica];
     const user = nextUser;
     const headers = await bearerFor(user);
     const key = await create(a, { ratelimit: { limit: 1000, duration: 60 } });
@@ -184,8 +164,8 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate limits and credits on replicas
   }, 60_000);
 
   it("a replica's kill -9 loses no count: the other replica goes on from where it stopped", async () => {
-    const { url, sql } = await emptyDatabase();
-    const [victim, survivor] = (await replicas(url, 2)) as [Replica, Replica];
+    const { url, sql } = await freshReplicaDatabase('limits_replicas');
+    const [victim, survivor] = (await startReplicas(url, 2)) as [Replica, Replica];
     const limited = await create(victim, { ratelimit: { limit: 10, duration: 3600 } });
     const credited = await create(victim, { credits: { remaining: 10 } });
     expect(await burst([victim], limited, 6)).toEqual({ VALID: 6 });
@@ -194,7 +174,7 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate limits and credits on replicas
     expect(await burst([survivor], limited, 6)).toEqual({ VALID: 4, RATE_LIMITED: 2 });
     expect(await burst([survivor], credited, 6)).toEqual({ VALID: 4, USAGE_EXCEEDED: 2 });
     // And a restarted replica counts on the same rows.
-    const [restarted] = (await replicas(url, 1)) as [Replica];
+    const [restarted] = (await startReplicas(url, 1)) as [Replica];
     expect(await burst([restarted], limited, 1)).toEqual({ RATE_LIMITED: 1 });
     await sql.close();
   }, 60_000);
@@ -203,7 +183,7 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate limits and credits on replicas
     // Its own server: crashing the run's shared one would stop every other test's databases.
     const server = await startPostgres();
     try {
-      const [one] = (await replicas(server.url, 1)) as [Replica];
+      const [one] = (await startReplicas(server.url, 1)) as [Replica];
       const limited = await create(one, { ratelimit: { limit: 5, duration: 3600 } });
       const credited = await create(one, { credits: { remaining: 5 } });
       expect(await burst([one], limited, 3)).toEqual({ VALID: 3 });
@@ -224,7 +204,7 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate limits and credits on replicas
     // Its own server: stopping the run's shared one would stop every other test's databases.
     const server = await startPostgres();
     try {
-      const [one] = (await replicas(server.url, 1, { KEY_CACHE_SECONDS: '3600' })) as [Replica];
+      const [one] = (await startReplicas(server.url, 1, { KEY_CACHE_SECONDS: '3600' })) as [Replica];
       const unlimited = await create(one, {});
       const limited = await create(one, { ratelimit: { limit: 100, duration: 60 } });
       const credited = await create(one, { credits: { remaining: 100 } });

@@ -4,32 +4,22 @@
 // a policy changed on one replica is applied by the other within a second.
 // Runs in `bun run test:postgres`; plain `bun test` (SQLite) skips it.
 import { afterAll, describe, expect, it } from 'bun:test';
-import { SQL } from 'bun';
-import { sharedPostgres, TEST_ENGINE } from '../support/postgres';
-import { bearerFor, operatorBearer, type Replica, startReplica } from '../support/replicas';
+import { TEST_ENGINE } from '../support/postgres';
+import {
+  bearerFor,
+  freshReplicaDatabase,
+  operatorBearer,
+  type Replica,
+  startReplicas,
+  stopReplicas,
+  within,
+} from '../support/replicas';
 
-const running: Replica[] = [];
-afterAll(async () => {
-  await Promise.all(running.map((replica) => replica.stop()));
-});
+afterAll(stopReplicas);
 
-let databases = 0;
 async function twoReplicas(env: Record<string, string> = {}) {
-  const { server } = await sharedPostgres();
-  const url = server.createDatabase(`keygate_operator_${process.pid}_${++databases}`);
-  const pair = (await Promise.all([startReplica(url, env), startReplica(url, env)])) as [Replica, Replica];
-  running.push(...pair);
-  return { pair, sql: new SQL(url, { max: 2 }) };
-}
-
-/** Polls `check` every 10 ms until it holds or `limitMs` passes; resolves with the ms it took. */
-async function within(limitMs: number, check: () => Promise<boolean>): Promise<number> {
-  const started = performance.now();
-  while (performance.now() - started < limitMs) {
-    if (await check()) return performance.now() - started;
-    await Bun.sleep(10);
-  }
-  throw new Error(`not within ${limitMs} ms`);
+  const { url, sql } = await freshReplicaDatabase('operator');
+  return { pair: (await startReplicas(url, 2, env)) as [Replica, Replica], sql };
 }
 
 const createBody = { name: 'replica', level: 3, expiresIn: 3600 };

@@ -5,7 +5,7 @@
 // Runs in `bun run test:postgres`; plain `bun test` (SQLite) skips it.
 import { afterAll, describe, expect, it } from 'bun:test';
 import { startPostgres, TEST_ENGINE, type ThrowawayPostgres } from '../support/postgres';
-import { bearerFor, operatorBearer, type Replica, startReplica } from '../support/replicas';
+import { bearerFor, operatorBearer, type Replica, startReplica, within } from '../support/replicas';
 
 type Key = { key: string; secret: string };
 /** The keys the routes act on, made before the outage; `cached` is the only one the replica has read. */
@@ -133,16 +133,6 @@ async function send(replica: Replica, keys: Keys, [name, method, path, credentia
             ? basic(keys.uncached)
             : {};
   return replica.req(method, path(keys), { headers, body: body?.(keys) });
-}
-
-/** Polls `check` every 50 ms until it holds or `limitMs` passes. */
-async function within(limitMs: number, check: () => Promise<boolean>): Promise<void> {
-  const started = performance.now();
-  while (performance.now() - started < limitMs) {
-    if (await check()) return;
-    await Bun.sleep(50);
-  }
-  throw new Error(`not within ${limitMs} ms`);
 }
 
 describe.skipIf(TEST_ENGINE !== 'postgres')('a replica while PostgreSQL is down', () => {

@@ -3,45 +3,25 @@
 // work, kill -9 losing nothing acknowledged, and the database going away and coming back.
 // Runs in `bun run test:postgres`; plain `bun test` (SQLite) skips it.
 import { afterAll, describe, expect, it } from 'bun:test';
-import { SQL } from 'bun';
 import { embeddedPostgresMigrations } from '../../src/db/migrations.macro';
-import { sharedPostgres, startPostgres, TEST_ENGINE } from '../support/postgres';
-import { bearerFor, type Replica, startReplica } from '../support/replicas';
+import { startPostgres, TEST_ENGINE } from '../support/postgres';
+import {
+  bearerFor,
+  freshReplicaDatabase,
+  type Replica,
+  startReplicas,
+  stopReplicas,
+  within,
+} from '../support/replicas';
 
-const running: Replica[] = [];
-afterAll(async () => {
-  await Promise.all(running.map((replica) => replica.stop()));
-});
-
-async function replicas(url: string, count: number, env: Record<string, string> = {}): Promise<Replica[]> {
-  const started = await Promise.all(Array.from({ length: count }, () => startReplica(url, env)));
-  running.push(...started);
-  return started;
-}
-
-let databases = 0;
-async function emptyDatabase(): Promise<{ url: string; sql: SQL }> {
-  const { server } = await sharedPostgres();
-  const url = server.createDatabase(`keygate_replicas_${process.pid}_${++databases}`);
-  return { url, sql: new SQL(url, { max: 2 }) };
-}
-
-/** Polls `check` every 10 ms until it holds or `limitMs` passes; resolves with the ms it took. */
-async function within(limitMs: number, check: () => Promise<boolean>): Promise<number> {
-  const started = performance.now();
-  while (performance.now() - started < limitMs) {
-    if (await check()) return performance.now() - started;
-    await Bun.sleep(10);
-  }
-  throw new Error(`not within ${limitMs} ms`);
-}
+afterAll(stopReplicas);
 
 const createBody = { name: 'replica', level: 3, expiresIn: 3600 };
 
 describe.skipIf(TEST_ENGINE !== 'postgres')('replicas on one PostgreSQL database', () => {
   it('three replicas starting together on an empty database migrate it once, and all serve', async () => {
-    const { url, sql } = await emptyDatabase();
-    const three = await replicas(url, 3);
+    const { url, sql } = await freshReplicaDatabase('replicas');
+    const three = await startReplicas(url, 3);
     const [{ n }] = await sql`SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations`;
     expect(n).toBe(embeddedPostgresMigrations().length);
     for (const replica of three) expect((await replica.req('GET', '/health')).status).toBe(200);
@@ -49,9 +29,13 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('replicas on one PostgreSQL database
   }, 60_000);
 
   it('a key deleted or rotated on one replica is refused by the others without waiting for the cache', async () => {
-    const { url, sql } = await emptyDatabase();
+    const { url, sql } = await freshReplicaDatabase('replicas');
     // An hour of cache: only LISTEN/NOTIFY can make the other replicas forget the key in time.
-    const [a, b, c] = (await replicas(url, 3, { KEY_CACHE_SECONDS: '3600' })) as [Replica, Replica, Replica];
+    const [a, b, c] = (await startReplicas(url, 3, { KEY_CACHE_SECONDS: '3600' })) as [
+      Replica,
+      Replica,
+      Replica,
+    ];
     const headers = await bearerFor(7);
     const created = (await a.req('POST', '/apikeys/jwt', { headers, body: createBody })).json.apikey;
     const verify = (replica: Replica, key: { key: string; secret: string }) =>
@@ -74,8 +58,8 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('replicas on one PostgreSQL database
   }, 60_000);
 
   it('an update on one replica is applied by the others within a second, whatever their cache', async () => {
-    const { url, sql } = await emptyDatabase();
-    const [a, b] = (await replicas(url, 2, { KEY_CACHE_SECONDS: '3600' })) as [Replica, Replica];
+    const { url, sql } = await freshReplicaDatabase('replicas');
+    const [a, b] = (await startReplicas(url, 2, { KEY_CACHE_SECONDS: '3600' })) as [Replica, Replica];
     const headers = await bearerFor(8);
     const created = (await a.req('POST', '/apikeys/jwt', { headers, body: createBody })).json.apikey;
     const verify = () =>
@@ -102,8 +86,8 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('replicas on one PostgreSQL database
   }, 60_000);
 
   it('the per-user cap holds under concurrent creates spread over three replicas', async () => {
-    const { url, sql } = await emptyDatabase();
-    const three = await replicas(url, 3, { MAX_KEYS_PER_USER: '20' });
+    const { url, sql } = await freshReplicaDatabase('replicas');
+    const three = await startReplicas(url, 3, { MAX_KEYS_PER_USER: '20' });
     const headers = await bearerFor(42);
     const statuses = await Promise.all(
       Array.from({ length: 90 }, (_, i) =>
@@ -120,9 +104,9 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('replicas on one PostgreSQL database
   }, 60_000);
 
   it('replicas purging together remove every expired key once: their purged counts add up', async () => {
-    const { url, sql } = await emptyDatabase();
+    const { url, sql } = await freshReplicaDatabase('replicas');
     // Migrate first, then 5,000 expired keys and 10 live ones straight into the table.
-    const [first] = await replicas(url, 1);
+    const [first] = await startReplicas(url, 1);
     await (first as Replica).stop();
     const now = Date.now();
     await sql`INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at)
@@ -131,7 +115,7 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('replicas on one PostgreSQL database
     await sql`INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at)
       SELECT 'kg_liveeeee' || lpad(i::text, 19, '0'), repeat('0', 64), 1, 1, 'live', ${now}, ${now + 3600_000}
       FROM generate_series(1, 10) AS i`;
-    const three = await replicas(url, 3, { PURGE_INTERVAL_SECONDS: '1' });
+    const three = await startReplicas(url, 3, { PURGE_INTERVAL_SECONDS: '1' });
     await within(30_000, async () => {
       const [{ n }] = await sql`SELECT count(*)::int AS n FROM api_keys`;
       return n === 10;
@@ -146,8 +130,8 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('replicas on one PostgreSQL database
   }, 60_000);
 
   it('kill -9 of a replica loses no acknowledged create: every 201 is there on another replica', async () => {
-    const { url, sql } = await emptyDatabase();
-    const [victim, survivor] = (await replicas(url, 2)) as [Replica, Replica];
+    const { url, sql } = await freshReplicaDatabase('replicas');
+    const [victim, survivor] = (await startReplicas(url, 2)) as [Replica, Replica];
     const headers = await bearerFor(9);
     const acknowledged: string[] = [];
     let killed = false;
@@ -179,7 +163,10 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('replicas on one PostgreSQL database
     const server = await startPostgres();
     try {
       // An hour of key cache: after the restart only a re-established LISTEN can evict in time.
-      const [a, b] = (await replicas(server.url, 2, { KEY_CACHE_SECONDS: '3600' })) as [Replica, Replica];
+      const [a, b] = (await startReplicas(server.url, 2, { KEY_CACHE_SECONDS: '3600' })) as [
+        Replica,
+        Replica,
+      ];
       const headers = await bearerFor(5);
       expect((await a.req('POST', '/apikeys/jwt', { headers, body: createBody })).status).toBe(201);
       server.stop();

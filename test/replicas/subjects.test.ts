@@ -4,28 +4,21 @@
 // verifies (its user id is kept beside it). Runs in `bun run test:postgres`; plain `bun test` skips it.
 import { afterAll, describe, expect, it } from 'bun:test';
 import { sharedPostgres, startPostgres, TEST_ENGINE, type ThrowawayPostgres } from '../support/postgres';
-import { bearerFor, type Replica, startReplica } from '../support/replicas';
+import { bearerFor, type Replica, startReplicas, stopReplicas } from '../support/replicas';
 
 const MAPPED = { JWT_USER_IDS: 'mapped' };
 const createBody = { name: 'replica', level: 3, expiresIn: 3600 };
 
-const running: Replica[] = [];
 let server: ThrowawayPostgres | undefined;
 afterAll(async () => {
-  await Promise.all(running.map((replica) => replica.stop()));
+  await stopReplicas();
   server?.destroy();
 });
-
-async function replicas(url: string, count: number): Promise<Replica[]> {
-  const started = await Promise.all(Array.from({ length: count }, () => startReplica(url, MAPPED)));
-  running.push(...started);
-  return started;
-}
 
 describe.skipIf(TEST_ENGINE !== 'postgres')('mapped user ids across replicas', () => {
   it('three replicas meeting new subjects at the same moment agree on each one’s user id', async () => {
     const { server: shared } = await sharedPostgres();
-    const three = await replicas(shared.createDatabase(`keygate_subjects_${process.pid}`), 3);
+    const three = await startReplicas(shared.createDatabase(`keygate_subjects_${process.pid}`), 3, MAPPED);
     const subjects = Array.from({ length: 10 }, (_, n) => `auth0|race-${n}`);
     // Every subject, on every replica at once: 30 creates, each the first sight of its subject somewhere.
     const created = await Promise.all(
@@ -60,7 +53,7 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('mapped user ids across replicas', (
 
   it('while PostgreSQL is down: 503 for a subject never met, VALID for a token already verified', async () => {
     server = await startPostgres();
-    const [one] = (await replicas(server.url, 1)) as [Replica];
+    const [one] = (await startReplicas(server.url, 1, MAPPED)) as [Replica];
     const known = await bearerFor('okta|00u-known');
     const token = known.authorization?.slice('Bearer '.length);
     expect((await one.req('POST', '/apikeys/verify', { body: { token } })).json.code).toBe('VALID');

@@ -3,43 +3,25 @@
 // a graceful stop writes what is left, a kill -9 loses at most the counts since the last flush.
 // Runs in `bun run test:postgres`; plain `bun test` (SQLite) skips it.
 import { afterAll, describe, expect, it } from 'bun:test';
-import { SQL } from 'bun';
 import { generateSecret } from '../../src/apikeys/secrets';
-import { sharedPostgres, TEST_ENGINE } from '../support/postgres';
-import { bearerFor, type Replica, startReplica } from '../support/replicas';
+import { TEST_ENGINE } from '../support/postgres';
+import {
+  bearerFor,
+  freshReplicaDatabase,
+  type Replica,
+  startReplicas,
+  stopReplicas,
+  within,
+} from '../support/replicas';
 
-const running: Replica[] = [];
-afterAll(async () => {
-  await Promise.all(running.map((replica) => replica.stop()));
-});
-
-let databases = 0;
-async function emptyDatabase(): Promise<{ url: string; sql: SQL }> {
-  const { server } = await sharedPostgres();
-  const url = server.createDatabase(`keygate_usage_replicas_${process.pid}_${++databases}`);
-  return { url, sql: new SQL(url, { max: 2 }) };
-}
-
-/** Polls `check` every 50 ms until it holds or `limitMs` passes; resolves with the ms it took. */
-async function within(limitMs: number, check: () => Promise<boolean>): Promise<number> {
-  const started = performance.now();
-  while (performance.now() - started < limitMs) {
-    if (await check()) return performance.now() - started;
-    await Bun.sleep(50);
-  }
-  throw new Error(`not within ${limitMs} ms`);
-}
+afterAll(stopReplicas);
 
 const createBody = { name: 'usage', level: 3, expiresIn: 3600 };
 
 describe.skipIf(TEST_ENGINE !== 'postgres')('usage on replicas of one PostgreSQL database', () => {
   it('counts written by two replicas add up, and each sees the other’s within the flush interval', async () => {
-    const { url, sql } = await emptyDatabase();
-    const [a, b] = await Promise.all([
-      startReplica(url, { USAGE_FLUSH_SECONDS: '1' }),
-      startReplica(url, { USAGE_FLUSH_SECONDS: '1' }),
-    ]);
-    running.push(a, b);
+    const { url, sql } = await freshReplicaDatabase('usage_replicas');
+    const [a, b] = (await startReplicas(url, 2, { USAGE_FLUSH_SECONDS: '1' })) as [Replica, Replica];
     const headers = await bearerFor(7);
     const key = (await a.req('POST', '/apikeys/jwt', { headers, body: createBody })).json.apikey;
     const verify = (replica: Replica, secret = key.secret) =>
@@ -68,10 +50,9 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('usage on replicas of one PostgreSQL
   }, 60_000);
 
   it('a graceful stop writes what is left; a kill -9 loses at most the counts since the last flush', async () => {
-    const { url, sql } = await emptyDatabase();
+    const { url, sql } = await freshReplicaDatabase('usage_replicas');
     // An interval far longer than the test: only the stop writes.
-    const graceful = await startReplica(url, { USAGE_FLUSH_SECONDS: '300' });
-    running.push(graceful);
+    const [graceful] = (await startReplicas(url, 1, { USAGE_FLUSH_SECONDS: '300' })) as [Replica];
     const headers = await bearerFor(7);
     const key = (await graceful.req('POST', '/apikeys/jwt', { headers, body: createBody })).json.apikey;
     const verify = (replica: Replica) =>
@@ -85,8 +66,7 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('usage on replicas of one PostgreSQL
     const [{ last }] = await sql`SELECT last_used_at::float8 AS last FROM api_keys WHERE id = ${key.key}`;
     expect(last).toBeGreaterThan(0);
 
-    const killed = await startReplica(url, { USAGE_FLUSH_SECONDS: '300' });
-    running.push(killed);
+    const [killed] = (await startReplicas(url, 1, { USAGE_FLUSH_SECONDS: '300' })) as [Replica];
     for (let i = 0; i < 3; i++) await verify(killed);
     await killed.kill();
     // Documented: what was counted since the last flush is gone with the process.

@@ -4,21 +4,21 @@
 // two replicas never takes more than the pool holds, and takes all of it.
 // Runs in `bun run test:postgres`; plain `bun test` (SQLite) skips it.
 import { afterAll, describe, expect, it } from 'bun:test';
-import { sharedPostgres, TEST_ENGINE } from '../support/postgres';
-import { bearerFor, operatorBearer, type Replica, startReplica } from '../support/replicas';
+import { TEST_ENGINE } from '../support/postgres';
+import {
+  bearerFor,
+  freshReplicaDatabase,
+  operatorBearer,
+  type Replica,
+  startReplicas,
+  stopReplicas,
+} from '../support/replicas';
 
-const running: Replica[] = [];
-afterAll(async () => {
-  await Promise.all(running.map((replica) => replica.stop()));
-});
+afterAll(stopReplicas);
 
-let databases = 0;
 async function twoReplicas() {
-  const { server } = await sharedPostgres();
-  const url = server.createDatabase(`keygate_user_policies_${process.pid}_${++databases}`);
-  const pair = (await Promise.all([startReplica(url), startReplica(url)])) as [Replica, Replica];
-  running.push(...pair);
-  return pair;
+  const { url } = await freshReplicaDatabase('user_policies');
+  return (await startReplicas(url, 2)) as [Replica, Replica];
 }
 
 type Key = { key: string; secret: string };

@@ -1,9 +1,10 @@
 // keygate replicas as real processes on one PostgreSQL database: each `bun src/cli.ts serve` on
 // 127.0.0.1 and a port of its own, its JSON log lines collected, stopped (or killed) by its PID.
 import { join } from 'node:path';
-import type { Subprocess } from 'bun';
+import { SQL, type Subprocess } from 'bun';
 import { createJwtAuthority } from '../../src/auth/jwt';
 import { systemClock } from '../../src/core/clock';
+import { sharedPostgres } from './postgres';
 
 export const REPLICA_JWT_SECRET = 'replica-tests-secret-at-least-32-bytes-long';
 const CLI = join(import.meta.dir, '..', '..', 'src', 'cli.ts');
@@ -126,6 +127,43 @@ export async function startReplica(databaseUrl: string, env: Record<string, stri
 }
 
 const jwt = createJwtAuthority({ secret: REPLICA_JWT_SECRET, clock: systemClock });
+
+const running: Replica[] = [];
+
+/** Starts `count` replicas on one database at once; `stopReplicas` stops them (a file's afterAll). */
+export async function startReplicas(
+  databaseUrl: string,
+  count: number,
+  env: Record<string, string> = {},
+): Promise<Replica[]> {
+  const started = await Promise.all(Array.from({ length: count }, () => startReplica(databaseUrl, env)));
+  running.push(...started);
+  return started;
+}
+
+/** Stops every replica `startReplicas` started and has not stopped yet. */
+export async function stopReplicas(): Promise<void> {
+  await Promise.all(running.splice(0).map((replica) => replica.stop()));
+}
+
+let databases = 0;
+
+/** An empty database on the run's shared PostgreSQL, named after `purpose`, and a small client on it. */
+export async function freshReplicaDatabase(purpose: string): Promise<{ url: string; sql: SQL }> {
+  const { server } = await sharedPostgres();
+  const url = server.createDatabase(`keygate_${purpose}_${process.pid}_${++databases}`);
+  return { url, sql: new SQL(url, { max: 2 }) };
+}
+
+/** Polls `check` every 10 ms until it holds or `limitMs` passes; resolves with the ms it took. */
+export async function within(limitMs: number, check: () => Promise<boolean>): Promise<number> {
+  const started = performance.now();
+  while (performance.now() - started < limitMs) {
+    if (await check()) return performance.now() - started;
+    await Bun.sleep(10);
+  }
+  throw new Error(`not within ${limitMs} ms`);
+}
 
 /** A token for `sub`: a user id, or any subject for replicas with JWT_USER_IDS=mapped. */
 export async function bearerFor(sub: number | string, level?: number): Promise<Record<string, string>> {
