@@ -1,6 +1,6 @@
 // A key's row as both stores read it: api_keys joined with its lineage's credits (one query, so the
 // key cache holds whether a key has credits, and a key without any costs no second read).
-import type { ApiKeyRow } from '../apikeys/store';
+import type { ApiKeyRow, KeyUpdate } from '../apikeys/store';
 
 /** The joined columns of key_credits, null when the lineage has none. */
 export type JoinedCredits = {
@@ -26,4 +26,17 @@ export function withCredits<R extends JoinedCredits>(joined: R): Omit<R, keyof J
             refilledAt: creditsRefilledAt,
           },
   } as Omit<R, keyof JoinedCredits> & ApiKeyRow;
+}
+
+/**
+ * The api_keys columns an update sets (the rate limit's two, for a `ratelimit`; null removes it);
+ * its credits are the lineage's row, not a column, and are left to the caller.
+ */
+export function columnsOfUpdate({ ratelimit, credits: _credits, ...columns }: KeyUpdate) {
+  return {
+    ...columns,
+    ...(ratelimit === undefined
+      ? {}
+      : { ratelimitLimit: ratelimit?.limit ?? null, ratelimitDuration: ratelimit?.duration ?? null }),
+  };
 }

@@ -11,7 +11,7 @@ import { lineageOf } from '../../apikeys/settings';
 import type { ApiKeyRow, ApiKeyStore } from '../../apikeys/store';
 import type { Logger } from '../../core/log';
 import { keyChanges } from '../key-changes';
-import { withCredits } from '../key-rows';
+import { columnsOfUpdate, withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
 import { postgresCreditTakes } from './credits';
 import { type CommitBatch, type JobGroup, PostgresGroupCommit } from './group-commit';
@@ -385,13 +385,8 @@ export async function createPostgresApiKeyStore(
             .where(eq(apiKeys.id, id))
             .for('update');
           if (current === undefined || current.expiresAt <= now) return undefined;
-          const { ratelimit, credits, ...columns } = update;
-          const set = {
-            ...columns,
-            ...(ratelimit === undefined
-              ? {}
-              : { ratelimitLimit: ratelimit?.limit ?? null, ratelimitDuration: ratelimit?.duration ?? null }),
-          };
+          const { credits } = update;
+          const set = columnsOfUpdate(update);
           if (Object.keys(set).length > 0) await tx.update(apiKeys).set(set).where(eq(apiKeys.id, id));
           const lineage = current.lineage ?? id;
           if (credits === null) await tx.delete(keyCredits).where(eq(keyCredits.lineage, lineage));

@@ -7,7 +7,7 @@ import { type ApiKeyRow, type ApiKeyStore, StoreUnavailableError } from '../../a
 import type { PoolsTake } from '../../limits/credits';
 import { secondPoolRefusal, takeFromPools } from '../credits-take';
 import { keyChanges } from '../key-changes';
-import { withCredits } from '../key-rows';
+import { columnsOfUpdate, withCredits } from '../key-rows';
 import { checkpointInBackground } from './checkpoints';
 import { sqliteCreditTakes } from './credits';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
@@ -382,16 +382,8 @@ export function createSqliteApiKeyStore(
             // Checked again inside the transaction: a delete may have committed since the service looked.
             const current = findById.get({ id });
             if (current === undefined || current.expiresAt <= now) return undefined;
-            const { ratelimit, credits, ...columns } = update;
-            const set = {
-              ...columns,
-              ...(ratelimit === undefined
-                ? {}
-                : {
-                    ratelimitLimit: ratelimit?.limit ?? null,
-                    ratelimitDuration: ratelimit?.duration ?? null,
-                  }),
-            };
+            const { credits } = update;
+            const set = columnsOfUpdate(update);
             if (Object.keys(set).length > 0) db.update(apiKeys).set(set).where(eq(apiKeys.id, id)).run();
             const lineage = lineageOf(current);
             if (credits === null) deleteCredits.run({ lineage });
