@@ -36,15 +36,7 @@ export type CrashDatabase = {
   destroy(): Promise<void>;
 };
 
-type Row = {
-  id: string;
-  hash: string;
-  userId: number;
-  level: number;
-  name: string;
-  expiresAt: number;
-  ratelimitLimit: number | null;
-};
+type Row = StoredKey & { id: string };
 
 const KEYS_QUERY = `SELECT id, user_id AS "userId", level, name, expires_at AS "expiresAt",
   ratelimit_limit AS "ratelimitLimit", %HASH% AS hash FROM api_keys`;
