@@ -110,7 +110,8 @@ function pathOf(path: unknown, refuse: Refuse): RouteRule<never>['path'] {
   try {
     normal = normalisedPath(written);
   } catch (error) {
-    return refuse(`path ${(error as Error).message}`);
+    // normalisedPath's sentences begin "The path"; here they continue the rule's name.
+    return refuse((error as Error).message.replace(/^The path/, 'path'));
   }
   if (normal !== written) {
     refuse(
