@@ -14,7 +14,6 @@ const LONGEST_ADDRESS = 45;
 const IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
 const HEX_GROUP = /^[0-9a-fA-F]{1,4}$/;
 
-const MAPPED_PREFIX = 0xffffn << 32n;
 const IPV4_BITS = 0xffffffffn;
 
 /** The address `text` spells (any case, `::` anywhere, an IPv4 tail), or undefined; zones, brackets and ports are refused. */
@@ -30,13 +29,8 @@ export function parseAddress(text: string): Address | undefined {
 }
 
 /** Whether a 128-bit IPv6 value lies in ::ffff:0:0/96, the IPv4-mapped addresses. */
-export function isMapped(ipv6: bigint): boolean {
+function isMapped(ipv6: bigint): boolean {
   return ipv6 >> 32n === 0xffffn;
-}
-
-/** The IPv6 value of an IPv4 address seen through a dual-stack socket (::ffff:a.b.c.d). */
-export function mappedValue(ipv4: bigint): bigint {
-  return MAPPED_PREFIX | ipv4;
 }
 
 /** The 32-bit value of a dotted quad, or undefined. */

@@ -72,13 +72,13 @@ export function parseRouteRules<Q>(text: string, parsePermissions: (query: strin
     if (fields.methods !== undefined) parsedRule.methods = methodsOf(fields.methods, refuse);
     if (fields.minLevel !== undefined) {
       if (!isLevel(fields.minLevel)) refuse(`minLevel must be ${LEVEL_RULE}.`);
-      parsedRule.minLevel = fields.minLevel as number;
+      parsedRule.minLevel = fields.minLevel;
     }
     if (fields.permissions !== undefined) {
       if (typeof fields.permissions !== 'string')
         refuse('permissions must be a string (a permissions query).');
       try {
-        parsedRule.permissions = parsePermissions(fields.permissions as string);
+        parsedRule.permissions = parsePermissions(fields.permissions);
       } catch (error) {
         refuse(`permissions: ${(error as Error).message}`);
       }
