@@ -30,8 +30,11 @@ export function quoted(text: string): string {
   return JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
 }
 
-const kindOf = (value: unknown) =>
-  value === null ? 'null' : Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+function kindOf(value: unknown): string {
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
 
 /** The problem with one held entry, in words that follow its place (`permissions[3] "x" …`). */
 function heldEntryProblem(entry: string): string | undefined {

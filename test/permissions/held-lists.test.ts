@@ -22,10 +22,10 @@ describe('a held list that is taken', () => {
 
 describe('a held list that is refused', () => {
   it.each([
-    [undefined, 'permissions must be an array of 1 to 100 permissions, not a undefined.'],
+    [undefined, 'permissions must be an array of 1 to 100 permissions, not undefined.'],
     [null, 'permissions must be an array of 1 to 100 permissions, not null.'],
     ['documents.read', 'permissions must be an array of 1 to 100 permissions, not a string.'],
-    [{ 0: 'a' }, 'permissions must be an array of 1 to 100 permissions, not a object.'],
+    [{ 0: 'a' }, 'permissions must be an array of 1 to 100 permissions, not an object.'],
     [[], 'permissions must hold at least 1 permission.'],
     [names(101), 'permissions holds 101 permissions; at most 100 are allowed.'],
   ])('%j: not a list of 1 to 100', (value, sentence) => {
@@ -43,7 +43,7 @@ describe('a held list that is refused', () => {
     [['a', 1], 'permissions[1] must be a string, not a number.'],
     [[null], 'permissions[0] must be a string, not null.'],
     [[['a']], 'permissions[0] must be a string, not an array.'],
-    [[{}], 'permissions[0] must be a string, not a object.'],
+    [[{}], 'permissions[0] must be a string, not an object.'],
     [[true], 'permissions[0] must be a string, not a boolean.'],
   ])('%j: holds something other than a string', (list, sentence) => {
     expect(heldPermissionsProblem(list)).toBe(sentence);
