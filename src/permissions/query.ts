@@ -239,14 +239,15 @@ function parse(text: string): PermissionQuery {
     );
   }
   const check = checkOf(groupCondition(group));
-  return Object.freeze({
+  // Not frozen: its readonly type guards it, and freezing is not free.
+  return {
     text,
-    names: Object.freeze([...asked.keys()]),
+    names: [...asked.keys()],
     // A query is only names joined by AND and OR, so `*` satisfies every query and holding nothing
     // satisfies none: both answer without walking the tree.
     satisfiedBy: (held: HeldPermissions) =>
       held.all || ((held.exact.size > 0 || held.prefixes.size > 0) && check(held)),
-  });
+  };
 }
 
 const parsed = new Map<string, PermissionQuery>();
