@@ -39,7 +39,7 @@ function kindOf(value: unknown): string {
 /** The problem with one held entry, in words that follow its place (`permissions[3] "x" …`). */
 function heldEntryProblem(entry: string): string | undefined {
   if (entry === '*') return undefined;
-  if (entry.length === 0) return 'is empty; a permission is 1 to 128 characters';
+  if (entry.length === 0) return `is empty; a permission is 1 to ${MAX_PERMISSION_LENGTH} characters`;
   if (entry.length > MAX_PERMISSION_LENGTH) {
     return `is ${entry.length} characters long; a permission is at most ${MAX_PERMISSION_LENGTH} (".*" included)`;
   }

@@ -126,7 +126,7 @@ function checkOf(condition: Condition): Check {
   };
 }
 
-/** What was expected when an operand was: says why the token before cannot be followed by `token`. */
+/** The refusal of `token` where a permission name or "(" was due, naming what came before it. */
 function operandExpected(previous: Token | undefined, token: Token): PermissionQueryError {
   if (previous === undefined) {
     return notValidAt(
