@@ -58,6 +58,8 @@ export function seedKeys(path: string, specs: SeedSpec[]): void {
             expiresAt: spec.expiresAt,
             lineage: null,
             rotatedAt: null,
+            permissions: null,
+            allowedIps: null,
             enabled: true,
             meta: null,
             ratelimitLimit: spec.ratelimit?.limit ?? null,

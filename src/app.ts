@@ -27,7 +27,12 @@ import type { PolicyService } from './policies/service';
 import type { UsageRecorder } from './usage/counter';
 import { usageRoutes } from './usage/routes';
 import type { UsageService } from './usage/service';
-import { FORWARD_AUTH_PATH, forwardAuthAnswer, forwardAuthRoutes } from './verification/forward-auth';
+import {
+  FORWARD_AUTH_PATH,
+  type ForwardAuthOptions,
+  forwardAuthAnswer,
+  forwardAuthRoutes,
+} from './verification/forward-auth';
 import type { OnVerdict, Verifier } from './verification/verdict';
 import { VERIFY_PATH, verifyAnswer, verifyRoutes } from './verification/verify';
 import { VERSION } from './version';
@@ -44,6 +49,10 @@ export type AppDeps = {
   /** The operator's user policies (/admin/users/:userId/policy). */
   policies: PolicyService;
   verifier: Verifier;
+  /** Forward-auth's route rules and what a request no rule matches gets. */
+  forwardAuth: Pick<ForwardAuthOptions, 'rules' | 'unmatched'>;
+  /** The client's address: the TCP peer, or behind TRUSTED_PROXIES the forwarded one. */
+  clientAddress: ForwardAuthOptions['clientAddress'];
   /** The usage history (GET /apikeys/:id/usage/…) and what counts a /key authentication as a last use. */
   usage: UsageService;
   usageCounter?: UsageRecorder;
@@ -67,6 +76,8 @@ export function createApp({
   mappedSubjects,
   policies,
   verifier,
+  forwardAuth: forwardAuthRules,
+  clientAddress,
   usage,
   usageCounter,
   clock,
@@ -96,8 +107,10 @@ export function createApp({
   );
   const forwardAuth = forwardAuthAnswer(
     verifier,
+    { ...forwardAuthRules, clientAddress, pathPrefix: `${basePath}${FORWARD_AUTH_PATH}` },
     onVerification && ((...outcome) => onVerification('forward_auth', ...outcome)),
   );
+  const keyScheme = keyAuth(service, { usage: usageCounter, clientAddress });
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
   const app = new Elysia({ prefix: basePath, normalize: false, strictPath: true });
   // Built from every route of `app` on first request, so routes added below are all in it.
@@ -162,9 +175,9 @@ export function createApp({
     .get('/openapi/json', () => openApi(), { detail: { hide: true } })
     .use(referencePage())
     .use(apiKeyRoutes({ ...routes, suffix: 'jwt', auth: jwtAuth(tokens) }))
-    .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyAuth(service, usageCounter) }))
+    .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyScheme }))
     .use(usageRoutes({ suffix: 'jwt', auth: jwtAuth(tokens), apikeys: service, usage, clock }))
-    .use(usageRoutes({ suffix: 'key', auth: keyAuth(service, usageCounter), apikeys: service, usage, clock }))
+    .use(usageRoutes({ suffix: 'key', auth: keyScheme, apikeys: service, usage, clock }))
     .use(
       adminRoutes({
         auth: operatorAuth(operators.jwt, operators.scope),

@@ -14,6 +14,9 @@ import {
 import { USER_ID_MODES, type UserIdMode } from './auth/subjects';
 import { LOG_LEVELS, type LogLevel } from './core/log';
 import { RATE_LIMIT_BOUNDS, type RateLimitRule } from './limits/rate-limit';
+import { type AddressList, parseTrustedProxies, trustedProxiesProblem } from './network/blocks';
+import { type PermissionQuery, parsePermissionQuery } from './permissions/query';
+import { parseRouteRules, type RouteRule, RouteRulesError } from './verification/route-rules';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -75,7 +78,18 @@ export type Config = Readonly<{
   usageRetentionDays: number;
   /** The operator's rate limit on every key's verifications, beside the key's own; unset: none. */
   rateLimit: RateLimitRule | undefined;
+  /** TRUSTED_PROXIES as given: a comma list of addresses and CIDR blocks, '' for none. */
+  trustedProxies: string;
+  /** The peers whose X-Forwarded-For is believed (nginx's real_ip_recursive); none by default. */
+  trustedProxyList: AddressList;
+  /** FORWARD_AUTH_RULES_FILE and its rules as read at start (SIGHUP reads it again); undefined: none. */
+  forwardAuthRules: { path: string; rules: readonly ForwardAuthRule[] } | undefined;
+  /** What forward-auth does with a request no rule matches: any valid credential, or deny (NO_RULE). */
+  forwardAuthDefault: 'credential' | 'deny';
 }>;
+
+/** A forward-auth route rule, its permissions query parsed. */
+export type ForwardAuthRule = RouteRule<PermissionQuery>;
 
 /** A setting's default (undefined: unset), what it is for, and what that default means when not plain. */
 export type SettingSpec = Readonly<{ default: string | undefined; help: string; defaultMeans?: string }>;
@@ -160,6 +174,20 @@ export const SETTINGS = {
     default: undefined,
     help: 'every key: at most <limit> verifications per <duration> seconds, e.g. 1000/60',
     defaultMeans: 'none (only the keys’ own limits)',
+  },
+  TRUSTED_PROXIES: {
+    default: undefined,
+    help: 'proxies whose X-Forwarded-For is believed: a comma list of addresses and CIDR blocks',
+    defaultMeans: 'none: the client is the TCP peer',
+  },
+  FORWARD_AUTH_RULES_FILE: {
+    default: undefined,
+    help: 'a JSON file of forward-auth route rules (SIGHUP reloads it)',
+    defaultMeans: 'no rules',
+  },
+  FORWARD_AUTH_DEFAULT: {
+    default: 'credential',
+    help: 'forward-auth for a request no rule matches: credential (any valid one) or deny',
   },
 } as const satisfies Record<string, SettingSpec>;
 
@@ -284,7 +312,51 @@ function buildConfig(
     usageFlushSeconds: integer('USAGE_FLUSH_SECONDS', raw('USAGE_FLUSH_SECONDS'), 1, 300),
     usageRetentionDays: integer('USAGE_RETENTION_DAYS', raw('USAGE_RETENTION_DAYS'), 1, 3650),
     rateLimit: rateLimit(raw('RATE_LIMIT')),
+    trustedProxies: raw('TRUSTED_PROXIES') ?? '',
+    trustedProxyList: trustedProxies(raw('TRUSTED_PROXIES') ?? ''),
+    forwardAuthRules: forwardAuthRules(raw('FORWARD_AUTH_RULES_FILE')),
+    forwardAuthDefault: forwardAuthDefault(raw('FORWARD_AUTH_DEFAULT') ?? 'credential'),
   });
+}
+
+function trustedProxies(value: string): AddressList {
+  const problem = trustedProxiesProblem(value);
+  if (problem !== undefined) throw new ConfigError(`TRUSTED_PROXIES: ${problem}`);
+  return parseTrustedProxies(value);
+}
+
+/** The rules file read and checked now: a bad file stops start-up, naming the rule. */
+function forwardAuthRules(path: string | undefined): Config['forwardAuthRules'] {
+  if (path === undefined) return undefined;
+  return {
+    path,
+    rules: readRouteRules(path, (problem) => new ConfigError(`FORWARD_AUTH_RULES_FILE: ${problem}`)),
+  };
+}
+
+/** Reads and checks a rules file (at start, and on SIGHUP); `refused` words its problem. */
+export function readRouteRules(path: string, refused: (problem: string) => Error): ForwardAuthRule[] {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw refused(
+      `cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message}).`,
+    );
+  }
+  try {
+    return parseRouteRules(text, parsePermissionQuery);
+  } catch (error) {
+    if (error instanceof RouteRulesError) throw refused(`${path}: ${error.message}`);
+    throw error;
+  }
+}
+
+function forwardAuthDefault(value: string): 'credential' | 'deny' {
+  if (value !== 'credential' && value !== 'deny') {
+    throw new ConfigError(`FORWARD_AUTH_DEFAULT must be credential or deny (got "${value}").`);
+  }
+  return value;
 }
 
 function metricsListener(port: string | undefined, host: string | undefined, apiPort: string | undefined) {

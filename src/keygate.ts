@@ -12,7 +12,7 @@ import { createJwtAuthority, type JwtKeySource } from './auth/jwt';
 import type { AsymmetricAlgorithm } from './auth/jwt-keys';
 import { cachedSubjects, type SubjectStore, type UserIdMode } from './auth/subjects';
 import { createTokenUsers } from './auth/token-users';
-import { type Config, sqliteFile } from './config';
+import { type Config, type ForwardAuthRule, readRouteRules, sqliteFile } from './config';
 import { type Clock, systemClock } from './core/clock';
 import type { Logger } from './core/log';
 import { appliedPostgresMigrationCount, openPostgres } from './db/postgres/open';
@@ -30,6 +30,7 @@ import { createSqliteUsageStore } from './db/sqlite/usage-store';
 import { withHttpEdge } from './http/edge';
 import { MemoryRateLimiter } from './limits/memory-rate-limiter';
 import { counterOf } from './limits/rate-limit';
+import { clientAddressOf } from './network/client-address';
 import { createPolicyCache } from './policies/cache';
 import { createPolicyService } from './policies/service';
 import type { PolicyStore } from './policies/store';
@@ -227,6 +228,8 @@ export async function createKeygate(
   // Pairs and ids never change once given: remembered in memory, each direction bounded.
   const subjects = config.jwtUserIds === 'mapped' ? cachedSubjects(opened.subjects) : undefined;
   const tokens = createTokenUsers({ jwt, mode: config.jwtUserIds, subjects });
+  // Forward-auth's route rules: those read at start, replaced on SIGHUP by a file that reads well.
+  let rules: readonly ForwardAuthRule[] = config.forwardAuthRules?.rules ?? [];
   const app = createApp({
     service,
     store,
@@ -247,6 +250,9 @@ export async function createKeygate(
         clock,
       },
     }),
+    forwardAuth: { rules: () => rules, unmatched: config.forwardAuthDefault },
+    clientAddress: (request, context) =>
+      clientAddressOf(context.peer, request.headers.get('x-forwarded-for'), config.trustedProxyList),
     usage,
     usageCounter: recordUsage ? usageCounter : undefined,
     clock,
@@ -280,6 +286,25 @@ export async function createKeygate(
     jwt,
     handle,
     metrics,
+    /**
+     * Reads FORWARD_AUTH_RULES_FILE again (SIGHUP): its rules replace the old ones, or, when the file
+     * is bad, the old ones stay and the log says why. False without a rules file.
+     */
+    reloadForwardAuthRules(): boolean {
+      const path = config.forwardAuthRules?.path;
+      if (path === undefined) return false;
+      try {
+        rules = readRouteRules(path, (problem) => new Error(problem));
+        logger.info('forward-auth rules reloaded', { path, rules: rules.length });
+        return true;
+      } catch (error) {
+        logger.warn('forward-auth rules not reloaded: the old rules stay', {
+          path,
+          reason: (error as Error).message,
+        });
+        return false;
+      }
+    },
     /** Writes the usage counts, waits for queued writes, then closes the database. */
     async close() {
       await usageFlusher.stop();

@@ -12,7 +12,13 @@ import { type MetricsListener, startMetricsListener } from './metrics/listener';
 // 16 KiB and its reader stops there for chunked bodies too, so Bun's limit is set out of the way.
 const TRANSPORT_BODY_LIMIT = Number.MAX_SAFE_INTEGER;
 
-export type RunningServer = { url: URL; metricsUrl: URL | undefined; stop(): Promise<void> };
+export type RunningServer = {
+  url: URL;
+  metricsUrl: URL | undefined;
+  /** FORWARD_AUTH_RULES_FILE read again (SIGHUP); a bad file keeps the old rules. */
+  reloadForwardAuthRules(): boolean;
+  stop(): Promise<void>;
+};
 
 /** Opens (and migrates) the database first, then listens: no request meets an unmigrated schema. */
 export async function serve(
@@ -60,6 +66,7 @@ export async function serve(
   return {
     url,
     metricsUrl: metricsListener?.url,
+    reloadForwardAuthRules: keygate.reloadForwardAuthRules,
     async stop() {
       // Stop accepting; requests in flight finish (and their writes commit) before the database closes,
       // for at most SHUTDOWN_TIMEOUT_SECONDS: then the connections still open (a body that never
@@ -85,7 +92,7 @@ export async function serve(
   };
 }
 
-function listen(config: Config, handle: (request: Request) => Response | Promise<Response>) {
+function listen(config: Config, handle: Awaited<ReturnType<typeof createKeygate>>['handle']) {
   return Bun.serve({
     hostname: config.host,
     port: config.port,

@@ -48,6 +48,10 @@ describe('loadConfig', () => {
       usageFlushSeconds: 10,
       usageRetentionDays: 90,
       rateLimit: undefined,
+      trustedProxies: '',
+      trustedProxyList: expect.any(Object),
+      forwardAuthRules: undefined,
+      forwardAuthDefault: 'credential',
     });
   });
 

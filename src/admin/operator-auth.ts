@@ -1,7 +1,8 @@
 // The operator's credential for the /admin routes: a Bearer token from the configured key source
 // (HS256, PEM or JWKS: the one JwtAuthority every token goes through) whose `scope` claim holds
-// JWT_ADMIN_SCOPE. Its `sub` names the operator, any string: it is no user id. Checked before the body,
-// as every scheme: no credential is 401, a token without the scope or an API key credential is 403.
+// JWT_ADMIN_SCOPE. Its `sub` names the operator, any non-empty string (every audit line names its
+// operator): it is no user id. Checked before the body, as every scheme: no credential of the admin
+// scheme (none, or an API key's, which is another scheme) is 401, a token without the scope 403.
 import { Elysia } from 'elysia';
 import { readBearer, readKeyAndSecret } from '../auth/credentials';
 import type { JwtAuthority } from '../auth/jwt';
@@ -18,13 +19,12 @@ export function operatorAuth(jwt: Pick<JwtAuthority, 'verify'>, adminScope: stri
   const authenticate = async (request: Request): Promise<Operator> => {
     const credentials = readBearer(request.headers);
     if (credentials.kind === 'absent') {
-      if (readKeyAndSecret(request.headers).kind !== 'absent') {
-        throw new HttpError(
-          403,
-          `The operator's routes take a token with the scope ${adminScope}, not an API key.`,
-        );
-      }
-      throw new HttpError(401, NEEDS_OPERATOR_TOKEN, { 'www-authenticate': 'Bearer realm="keygate"' });
+      // An API key is the other scheme's credential: as §3 treats it, not a bad admin credential.
+      const message =
+        readKeyAndSecret(request.headers).kind === 'absent'
+          ? NEEDS_OPERATOR_TOKEN
+          : `The operator's routes take a token with the scope ${adminScope}, not an API key.`;
+      throw new HttpError(401, message, { 'www-authenticate': 'Bearer realm="keygate"' });
     }
     if (credentials.kind === 'malformed') throw new HttpError(403, 'The Authorization header is malformed.');
     const check = await jwt.verify(credentials.token);
@@ -32,9 +32,15 @@ export function operatorAuth(jwt: Pick<JwtAuthority, 'verify'>, adminScope: stri
       contextOf(request).tokenRefusal = check.reason;
       throw new HttpError(403, 'The token is not valid.');
     }
-    const { subject, scopes } = check.identity;
+    const { subject, subjectIsText, scopes } = check.identity;
     if (!scopes.includes(adminScope)) {
       throw new HttpError(403, `The token lacks the scope ${adminScope} that the operator's routes need.`);
+    }
+    if (!subjectIsText || subject === '') {
+      throw new HttpError(
+        403,
+        "The operator's token needs a sub that names the operator: a non-empty string.",
+      );
     }
     return { sub: subject, by: `admin:${subject}` };
   };

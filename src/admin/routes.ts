@@ -8,7 +8,7 @@ import { encodeCursor } from '../apikeys/cursor';
 import { apiKeyModels, CreatedResponse, ErrorResponse, UserPolicy, WholeNumber } from '../apikeys/model';
 import {
   assertKeyId,
-  assertMeta,
+  assertSettings,
   createBodyOptions,
   listQueryOf,
   READ_BODY_IN_TRANSFORM,
@@ -86,6 +86,7 @@ export const PutPolicyRequest = t.Object(
     credits: UserPolicy.properties.credits,
     maxKeys: UserPolicy.properties.maxKeys,
     maxLevel: UserPolicy.properties.maxLevel,
+    permissions: t.Optional(UserPolicy.properties.permissions),
   },
   { additionalProperties: false, title: 'PutPolicyRequest' },
 );
@@ -175,7 +176,7 @@ export function adminRoutes({
     .post(
       '/admin/users/:userId/apikeys',
       async ({ operator, params, body, set, request }) => {
-        if (body.meta !== undefined) assertMeta(body.meta);
+        assertSettings(body);
         const { id: requestId, signal } = contextOf(request);
         const apikey = await admin.createKey(operator, userIdOf(params.userId), body, signal);
         events.created({ key: apikey.key, userId: apikey.userId, by: operator.by, requestId });
@@ -256,7 +257,7 @@ export function adminRoutes({
         response: { 200: 'PolicyResponse', ...errors, 413: ErrorResponse },
         detail: describe(
           "Set a user's policy",
-          "All four required, null for none: a rate limit and credits all the user's keys share (on top of each key's own and RATE_LIMIT), maxKeys (replaces MAX_KEYS_PER_USER for the user) and maxLevel (the highest level of the user's keys, on every route). Credits are set now: their refill clock starts.",
+          "The four limits required, null for none: a rate limit and credits all the user's keys share (on top of each key's own and RATE_LIMIT), maxKeys (replaces MAX_KEYS_PER_USER for the user) and maxLevel (the highest level of the user's keys, on every route, rotations included); and optionally permissions (absent: null), which bound every grant of permissions to the user's keys but the operator's. Credits are set now: their refill clock starts.",
         ),
       },
     )
@@ -269,7 +270,7 @@ export function adminRoutes({
       {
         params: USER_PARAMS,
         response: { 200: 'PolicyResponse', ...errors },
-        detail: describe("Get a user's policy", 'All four null when the user has none.'),
+        detail: describe("Get a user's policy", 'All five null when the user has none.'),
       },
     )
     .delete(

@@ -37,24 +37,42 @@ export class RetiringKeyError extends DomainError {
   }
 }
 
-/** A key with its own rate limit or credits may not act on other keys (nor mint unlimited ones). */
+/**
+ * A key with its own rate limit, credits or allowed addresses may not act on other keys (nor mint
+ * unlimited ones).
+ */
 export class ConstrainedKeyError extends DomainError {
   override name = 'ConstrainedKeyError';
   readonly kind = 'forbidden';
   constructor(action: string) {
     super(
-      `This key has its own rate limit or credits: it may not ${action} other keys; use a token or an unconstrained key.`,
+      `This key has its own rate limit, credits or allowedIps: it may not ${action} other keys; use a token or an unconstrained key.`,
     );
   }
 }
 
-/** A key updating itself may only tighten: name, meta, disable itself, a lower level, an earlier expiry. */
+/**
+ * A key updating itself may only tighten: name, meta, disable itself, a lower level, an earlier
+ * expiry, fewer permissions, fewer addresses.
+ */
 export class SelfUpdateError extends DomainError {
   override name = 'SelfUpdateError';
   readonly kind = 'forbidden';
   constructor() {
     super(
-      'A key updating itself may change only its name and meta, disable itself, lower its level and bring its expiry earlier.',
+      'A key updating itself may change only its name and meta, disable itself, lower its level, bring its expiry earlier and narrow its permissions and allowedIps.',
     );
   }
+}
+
+/** A grant of permissions the caller does not hold, or that the user's policy does not allow. */
+export class PermissionGrantError extends DomainError {
+  override name = 'PermissionGrantError';
+  readonly kind = 'forbidden';
+}
+
+/** A key updating itself may only narrow where it may be used from. */
+export class AllowedIpsWideningError extends DomainError {
+  override name = 'AllowedIpsWideningError';
+  readonly kind = 'forbidden';
 }

@@ -2,6 +2,8 @@
 // the OpenAPI document and the TypeScript types.
 import { Elysia, t } from 'elysia';
 import { LEVEL_RULE, MAX_LEVEL, MIN_LEVEL } from '../core/levels';
+import { allowedIpsProblem } from '../network/blocks';
+import { heldPermissionsProblem, PERMISSION_RULE } from '../permissions/names';
 import type { KeySettings } from './settings';
 
 /**
@@ -13,7 +15,14 @@ export const WholeNumber = () => t.Number({ multipleOf: 1 });
 
 export const CREATE_PROPERTIES = ['name', 'level', 'expiresIn'] as const;
 /** The optional settings a create (and an update) may carry beside them. */
-export const SETTING_PROPERTIES = ['meta', 'enabled', 'ratelimit', 'credits'] as const;
+export const SETTING_PROPERTIES = [
+  'meta',
+  'enabled',
+  'ratelimit',
+  'credits',
+  'permissions',
+  'allowedIps',
+] as const;
 
 const Integer = (minimum: number, maximum: number, description?: string) =>
   t.Number({ multipleOf: 1, minimum, maximum, ...(description ? { description } : {}) });
@@ -49,6 +58,27 @@ export const Credits = t.Object(
   { additionalProperties: false, title: 'Credits' },
 );
 
+/**
+ * What a key may do. The schema says the shape; each name's characters and wildcards are checked by
+ * the permissions rules (permissions/names.ts), whose sentences say which entry is wrong.
+ */
+export const Permissions = t.Array(t.String({ minLength: 1, maxLength: 128 }), {
+  minItems: 1,
+  maxItems: 100,
+  uniqueItems: true,
+  title: 'Permissions',
+  description:
+    'Distinct permission names of 1..128 characters of A-Z a-z 0-9 . _ : - /; a name may end in the wildcard .* (documents.* covers documents.read and documents.comments.write, not documents), and * covers all.',
+});
+/** Where a key may be used from; each entry is checked by network/blocks.ts. */
+export const AllowedIps = t.Array(t.String({ minLength: 1, maxLength: 64 }), {
+  minItems: 1,
+  maxItems: 50,
+  title: 'AllowedIps',
+  description:
+    'IPv4 or IPv6 addresses and CIDR blocks (203.0.113.0/24, 2001:db8::/32) the key may be used from; an IPv4-mapped IPv6 address is its IPv4 address.',
+});
+
 /** The rule of a setting, in one sentence, for a body that breaks it. */
 export function settingRule(property: string): string | undefined {
   switch (property) {
@@ -60,10 +90,24 @@ export function settingRule(property: string): string | undefined {
       return 'ratelimit must be {"limit": 1..1000000, "duration": 1..86400} (integers), and nothing else.';
     case 'credits':
       return 'credits must be {"remaining": 0..1000000000, "refill"?: {"amount": 1..1000000000, "interval": 1..31536000}} (integers), and nothing else.';
+    case 'permissions':
+      return `permissions: ${PERMISSION_RULE}`;
+    case 'allowedIps':
+      return 'allowedIps must be an array of 1 to 50 IPv4 or IPv6 addresses or CIDR blocks.';
     default:
       return undefined;
   }
 }
+/**
+ * The sentence for a permissions or allowedIps value the rules refuse (the schema says only their
+ * shape), or undefined when it is fine or the property is another.
+ */
+export function settingProblem(property: string, value: unknown): string | undefined {
+  if (property === 'permissions') return heldPermissionsProblem(value);
+  if (property === 'allowedIps') return allowedIpsProblem(value);
+  return undefined;
+}
+
 export const NAME_MAX_CHARACTERS = 128;
 
 // Names end up in dashboards, logs and terminals. Refused: control characters (Unicode category Cc),
@@ -126,6 +170,8 @@ export function createKeyBody(maxExpiresInSeconds: number) {
       ),
       ratelimit: t.Optional(RateLimit),
       credits: t.Optional(Credits),
+      permissions: t.Optional(Permissions),
+      allowedIps: t.Optional(AllowedIps),
     },
     { additionalProperties: false, title: 'CreateKeyRequest' },
   );
@@ -165,6 +211,8 @@ export const ApiKeyView = t.Object(
     enabled: t.Optional(t.Boolean()),
     ratelimit: t.Optional(RateLimit),
     credits: t.Optional(Credits),
+    permissions: t.Optional(Permissions),
+    allowedIps: t.Optional(AllowedIps),
   },
   { title: 'CreatedApiKey' },
 );
@@ -190,7 +238,7 @@ export function describeCreateBodyProblem(
   const allowed: readonly string[] = [...CREATE_PROPERTIES, ...SETTING_PROPERTIES];
   const extra = Object.keys(body).find((property) => !allowed.includes(property));
   if (extra !== undefined) {
-    return `Unknown property "${extra.slice(0, 40)}": the body takes only name, level and expiresIn (and optionally meta, enabled, ratelimit, credits).`;
+    return `Unknown property "${extra.slice(0, 40)}": the body takes only name, level and expiresIn (and optionally ${SETTING_PROPERTIES.join(', ')}).`;
   }
   const missing = CREATE_PROPERTIES.find((property) => !(property in body));
   if (missing !== undefined) return `${missing} is required.`;
@@ -199,6 +247,8 @@ export function describeCreateBodyProblem(
   if (property === 'name' && typeof name === 'string') {
     return nameProblem(name) ?? NAME_RULE;
   }
+  const problem = settingProblem(property, (body as Record<string, unknown>)[property]);
+  if (problem !== undefined) return problem;
   return propertyRule(property, maxExpiresInSeconds) ?? 'The body does not match name, level and expiresIn.';
 }
 
@@ -213,6 +263,10 @@ export const UserPolicy = t.Object(
     credits: t.Union([Credits, t.Null()]),
     maxKeys: t.Union([Integer(1, 1_000_000, 'Replaces MAX_KEYS_PER_USER for the user.'), t.Null()]),
     maxLevel: t.Union([Integer(MIN_LEVEL, MAX_LEVEL, 'The highest level of the user’s keys.'), t.Null()]),
+    permissions: t.Union([Permissions, t.Null()], {
+      description:
+        'The permissions the user’s keys may hold: every permission granted to one of them must be covered by one of these. null: any.',
+    }),
   },
   { additionalProperties: false, title: 'UserPolicy' },
 );
@@ -234,6 +288,8 @@ export const KeySummary = t.Object({
   meta: t.Optional(KeyMeta),
   ratelimit: t.Optional(RateLimit),
   credits: t.Optional(Credits),
+  permissions: t.Optional(Permissions),
+  allowedIps: t.Optional(AllowedIps),
   policy: t.Optional(UserPolicy),
 });
 export type KeySummary = typeof KeySummary.static;
@@ -263,6 +319,16 @@ export const UpdateKeyRequest = t.Object(
     credits: t.Optional(
       t.Union([Credits, t.Null()], {
         description: 'Replaces them (the refill clock restarts); null removes them.',
+      }),
+    ),
+    permissions: t.Optional(
+      t.Union([Permissions, t.Null()], {
+        description: 'Replaces them (a grant: the caller must hold each); null removes them all.',
+      }),
+    ),
+    allowedIps: t.Optional(
+      t.Union([AllowedIps, t.Null()], {
+        description: 'Replaces the list; null lets the key be used from anywhere.',
       }),
     ),
   },

@@ -21,6 +21,7 @@ import {
   propertyRule,
   RateLimit,
   SETTING_PROPERTIES,
+  settingProblem,
   settingRule,
 } from './model';
 import { KEY_ID_PATTERN } from './secrets';
@@ -112,7 +113,7 @@ export function apiKeyRoutes({ suffix, auth, service, events, maxExpiresInSecond
     .post(
       `/apikeys/${suffix}`,
       async ({ caller, body, set, request }) => {
-        if (body.meta !== undefined) assertMeta(body.meta);
+        assertSettings(body);
         const { id: requestId, signal } = contextOf(request);
         const apikey = await service.createKey(caller, body, signal);
         events.created({ key: apikey.key, userId: apikey.userId, by: caller.by, requestId });
@@ -248,6 +249,19 @@ export function apiKeyRoutes({ suffix, auth, service, events, maxExpiresInSecond
     );
 }
 
+/**
+ * What a create's schema cannot say of its settings: meta's size, and each permission's and allowed
+ * address's own rule.
+ */
+export function assertSettings(body: { meta?: unknown; permissions?: unknown; allowedIps?: unknown }): void {
+  if (body.meta !== undefined) assertMeta(body.meta);
+  for (const property of ['permissions', 'allowedIps'] as const) {
+    if (body[property] === undefined) continue;
+    const problem = settingProblem(property, body[property]);
+    if (problem !== undefined) throw new HttpError(400, problem);
+  }
+}
+
 /** meta is a JSON object of at most META_MAX_BYTES as compact UTF-8 JSON. */
 export function assertMeta(meta: unknown): asserts meta is KeyMeta {
   if (
@@ -299,6 +313,11 @@ function updateBodyOf(body: unknown, maxExpiresInSeconds: number): KeyPatch {
     if (problem !== undefined) throw new HttpError(400, problem);
   }
   if (meta !== undefined && meta !== null) assertMeta(meta);
+  for (const property of ['permissions', 'allowedIps'] as const) {
+    if (fields[property] == null) continue;
+    const problem = settingProblem(property, fields[property]);
+    if (problem !== undefined) throw new HttpError(400, problem);
+  }
   if ('enabled' in fields && typeof enabled !== 'boolean') throw rule('enabled');
   if ('level' in fields && !isLevel(level)) throw rule('level');
   if (

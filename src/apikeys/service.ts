@@ -1,12 +1,15 @@
-// The rules of API keys: who may create, see, rotate or delete which key, levels that never escalate,
-// the per-user cap, expiry. Knows no HTTP framework and no SQL: it raises domain errors (errors.ts).
+// The rules of API keys: who may create, see, rotate or delete which key, levels and permissions that
+// never escalate (grants.ts), the per-user cap, expiry. Knows no HTTP framework and no SQL: it raises
+// domain errors (errors.ts).
 // A change takes the signal of the connection that asked for it: the store commits nothing once it
 // has aborted, since nobody could receive the answer.
 
 import type { Caller } from '../auth/caller';
 import type { Clock } from '../core/clock';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
+import { firstOutside } from '../network/blocks';
 import {
+  AllowedIpsWideningError,
   ConstrainedKeyError,
   KeyCapReachedError,
   KeyNotFoundError,
@@ -14,6 +17,7 @@ import {
   RetiringKeyError,
   SelfUpdateError,
 } from './errors';
+import { assertGrantable } from './grants';
 import type { KeyCache } from './key-cache';
 import type { ApiKeyView, CreateKeyInput, KeySummary } from './model';
 import {
@@ -25,14 +29,17 @@ import {
   secretMatches,
 } from './secrets';
 import {
+  allowedIpsOf,
   type CreditsSetting,
   creditsView,
   type KeyMeta,
   lineageOf,
   metaOf,
+  permissionsOf,
   type RateLimitSetting,
   rateLimitOf,
   storedCredits,
+  storedList,
 } from './settings';
 import type { ApiKeyRow, ApiKeyStore, KeyUpdate, ListPosition } from './store';
 import { policyView, type StoredPolicy } from './user-policy';
@@ -76,6 +83,8 @@ export type KeyPatch = {
   expiresIn?: number;
   ratelimit?: RateLimitSetting | null;
   credits?: CreditsSetting | null;
+  permissions?: string[] | null;
+  allowedIps?: string[] | null;
 };
 
 export function createApiKeyService({
@@ -140,6 +149,7 @@ export function createApiKeyService({
       }
       const policy = await policyOf(caller.userId);
       assertPolicyLevel(policy, input.level);
+      if (input.permissions !== undefined) assertGrantable(caller, policy, input.permissions, 'grant');
       const now = clock();
       const { row, secret } = newKey({
         userId: caller.userId,
@@ -152,6 +162,8 @@ export function createApiKeyService({
         ratelimitLimit: input.ratelimit?.limit ?? null,
         ratelimitDuration: input.ratelimit?.duration ?? null,
         credits: input.credits === undefined ? null : storedCredits(input.credits, now),
+        permissions: storedList(input.permissions),
+        allowedIps: storedList(input.allowedIps),
       });
       if ((await store.insertKeyWithinLimit(row, maxKeysPerUser, signal)) === 'limit-reached') {
         throw new KeyCapReachedError(await capOf(caller.userId));
@@ -163,6 +175,8 @@ export function createApiKeyService({
         ...(input.enabled === undefined ? {} : { enabled: input.enabled }),
         ...(input.ratelimit === undefined ? {} : { ratelimit: input.ratelimit }),
         ...(input.credits === undefined ? {} : { credits: input.credits }),
+        ...(input.permissions === undefined ? {} : { permissions: input.permissions }),
+        ...(input.allowedIps === undefined ? {} : { allowedIps: input.allowedIps }),
       };
     },
 
@@ -208,8 +222,9 @@ export function createApiKeyService({
     /**
      * Checks in the contract's order: 404, level (the key's, or the new one, above the caller's:
      * 403), then who may change what (403): a retiring key changes nothing; a constrained key no other
-     * key; a key changing itself only its name and meta, disabling itself, its level downwards and
-     * its expiry earlier. Resolves with the key as updated, and the names of the properties changed.
+     * key; a key changing itself only its name and meta, disabling itself, its level downwards, its
+     * expiry earlier, its permissions and addresses narrower; permissions set are a grant (grants.ts).
+     * Resolves with the key as updated, and the names of the properties changed.
      */
     async updateKey(caller: Caller, id: string, patch: KeyPatch, signal?: AbortSignal) {
       const row = await ownLiveKey(caller, id, 'update');
@@ -229,7 +244,9 @@ export function createApiKeyService({
           (patch.level !== undefined && patch.level > row.level) ||
           (expiresAt !== undefined && expiresAt > row.expiresAt);
         if (loosening) throw new SelfUpdateError();
+        assertNarrowerAddresses(row, patch.allowedIps);
       }
+      if (patch.permissions != null) assertGrantable(caller, policy, patch.permissions, 'grant');
       const update: KeyUpdate = {
         ...(patch.name === undefined ? {} : { name: patch.name }),
         ...(patch.meta === undefined
@@ -242,6 +259,8 @@ export function createApiKeyService({
         ...(patch.credits === undefined
           ? {}
           : { credits: patch.credits === null ? null : storedCredits(patch.credits, now) }),
+        ...(patch.permissions === undefined ? {} : { permissions: storedList(patch.permissions) }),
+        ...(patch.allowedIps === undefined ? {} : { allowedIps: storedList(patch.allowedIps) }),
       };
       const updated = await store.updateKey(id, update, now, signal);
       if (updated === undefined) throw new KeyNotFoundError();
@@ -252,11 +271,16 @@ export function createApiKeyService({
     /**
      * A new key with the old one's name, level, user, expiry and settings, sharing its lineage's rate
      * limit and credits; the old one expires at min(its expiry, now + grace). Checks in the contract's
-     * order: 404, level 403, cap 409.
+     * order: 404, level 403 (the caller's, the user's policy's maxLevel, as for a create, and the
+     * permissions it copies, a grant), cap 409.
      */
     async rotateKey(caller: Caller, id: string, gracePeriodSeconds: number, signal?: AbortSignal) {
       mayActOn(caller, 'rotate', id);
       const previous = await ownLiveKey(caller, id, 'rotate');
+      const policy = await policyOf(previous.userId);
+      assertPolicyLevel(policy, previous.level);
+      const permissions = permissionsOf(previous);
+      if (permissions !== undefined) assertGrantable(caller, policy, permissions, 'rotate');
       const now = clock();
       const { row, secret } = newKey({
         userId: previous.userId,
@@ -270,6 +294,8 @@ export function createApiKeyService({
         meta: previous.meta ?? null,
         ratelimitLimit: previous.ratelimitLimit ?? null,
         ratelimitDuration: previous.ratelimitDuration ?? null,
+        permissions: previous.permissions ?? null,
+        allowedIps: previous.allowedIps ?? null,
       });
       const previousExpiresAt = Math.min(previous.expiresAt, now + gracePeriodSeconds * 1000);
       const outcome = await store.rotateKey(
@@ -292,6 +318,23 @@ export function createApiKeyService({
       };
     },
   };
+
+  /** A key updating itself may only narrow its addresses: no removal, every new entry inside an old one. */
+  function assertNarrowerAddresses(row: ApiKeyRow, next: readonly string[] | null | undefined): void {
+    const previous = allowedIpsOf(row);
+    if (next === undefined || previous === undefined) return;
+    if (next === null) {
+      throw new AllowedIpsWideningError(
+        'A key may not remove its own allowedIps: only a token or another key of its user may.',
+      );
+    }
+    const outside = firstOutside(next, previous);
+    if (outside !== undefined) {
+      throw new AllowedIpsWideningError(
+        `A key may only narrow its own allowedIps: "${outside.slice(0, 64)}" is not within them.`,
+      );
+    }
+  }
 
   /** The cap a refused create met: the user's policy's maxKeys, or MAX_KEYS_PER_USER. */
   async function capOf(userId: number): Promise<number> {
@@ -327,15 +370,19 @@ function createdView(row: ApiKeyRow, secret: string): ApiKeyView {
   };
 }
 
-/** enabled always; meta, ratelimit and credits when the key has them. */
+/** enabled always; meta, ratelimit, credits, permissions and allowedIps when the key has them. */
 function settingsView(row: ApiKeyRow, now: number) {
   const meta = metaOf(row);
   const ratelimit = rateLimitOf(row);
+  const permissions = permissionsOf(row);
+  const allowedIps = allowedIpsOf(row);
   return {
     enabled: row.enabled ?? true,
     ...(meta === undefined ? {} : { meta }),
     ...(ratelimit === undefined ? {} : { ratelimit }),
     ...(row.credits ? { credits: creditsView(row.credits, now) } : {}),
+    ...(permissions === undefined ? {} : { permissions: [...permissions] }),
+    ...(allowedIps === undefined ? {} : { allowedIps: [...allowedIps] }),
   };
 }
 

@@ -29,6 +29,10 @@ export type ApiKeyRow = {
   /** At most `ratelimitLimit` verifications per `ratelimitDuration` seconds; null (or absent): none. */
   ratelimitLimit?: number | null;
   ratelimitDuration?: number | null;
+  /** What it may do: a JSON array of permission names (wildcards allowed); null (or absent): none. */
+  permissions?: string | null;
+  /** Where it may be used from: a JSON array of addresses and CIDR blocks; null (or absent): anywhere. */
+  allowedIps?: string | null;
   /** The latest use, as the usage flush last wrote it (ms); null: never used. */
   lastUsedAt?: number | null;
   /** The credits of its lineage (one pool per lineage), as stored: read with the key, written on create and update. */
@@ -44,6 +48,9 @@ export type KeyUpdate = {
   expiresAt?: number;
   ratelimit?: { limit: number; duration: number } | null;
   credits?: StoredCredits | null;
+  /** JSON text, as the row holds them; null removes them. */
+  permissions?: string | null;
+  allowedIps?: string | null;
 };
 
 /** A position in a user's list of keys, newest first: the last item of the previous page. */

@@ -27,6 +27,8 @@ export const LATEST_TOKEN_EXP_SECONDS = 253_402_300_799;
  */
 export type TokenIdentity = {
   subject: string;
+  /** Whether `sub` was a JSON string (an operator's must be one: it names the operator). */
+  subjectIsText: boolean;
   issuer: string;
   level: number;
   expiresAt: number;
@@ -147,6 +149,7 @@ export function createJwtAuthority(options: JwtOptions): JwtAuthority {
         ok: true,
         identity: Object.freeze({
           subject,
+          subjectIsText: typeof payload.sub === 'string',
           issuer,
           level,
           expiresAt: times.exp * 1000,

@@ -4,16 +4,22 @@
 // (subjects.ts). The answer is kept beside the verified token (the authority hands back the same
 // identity object on every cache hit), so a cached token never waits on the database.
 import { andThen } from '../core/sync-or-async';
+import { type HeldPermissions, heldPermissions } from '../permissions/held';
 import type { JwtAuthority, TokenIdentity, TokenRefusal } from './jwt';
 import type { CachedSubjects, UserIdMode } from './subjects';
 
-/** Who a token speaks for. `subject` only with mapped user ids; `by` names it in audit lines. */
+/**
+ * Who a token speaks for. `subject` only with mapped user ids; `by` names it in audit lines. Its
+ * permissions are its `scope` claim's entries (`held`: ready for checks).
+ */
 export type TokenUser = {
   userId: number;
   level: number;
   expiresAt: number;
   subject: string | undefined;
   by: string;
+  permissions: readonly string[];
+  held: HeldPermissions;
 };
 
 export type TokenUserCheck = { ok: true; user: TokenUser } | { ok: false; reason: TokenRefusal };
@@ -43,16 +49,20 @@ export function createTokenUsers({
   };
 
   function userOf(identity: TokenIdentity): TokenUserCheck | Promise<TokenUserCheck> {
-    const { subject, issuer, level, expiresAt } = identity;
+    const { subject, issuer, level, expiresAt, scopes: permissions } = identity;
+    const held = heldPermissions(permissions);
     if (mode === 'numeric') {
       const userId = parseUserId(subject);
       if (userId === null) return CLAIMS_REFUSED;
-      return { ok: true, user: { userId, level, expiresAt, subject: undefined, by: `jwt:${userId}` } };
+      return {
+        ok: true,
+        user: { userId, level, expiresAt, subject: undefined, by: `jwt:${userId}`, permissions, held },
+      };
     }
     if (!isMappableSubject(subject) || issuer.includes('\u0000')) return CLAIMS_REFUSED;
     return andThen((subjects as CachedSubjects).userIdOf(issuer, subject), (userId) => ({
       ok: true as const,
-      user: { userId, level, expiresAt, subject, by: `jwt:${subject}` },
+      user: { userId, level, expiresAt, subject, by: `jwt:${subject}`, permissions, held },
     }));
   }
 

@@ -1,4 +1,5 @@
-// `keygate serve`: start, say plainly why not when it cannot, and stop on SIGTERM or SIGINT.
+// `keygate serve`: start, say plainly why not when it cannot, stop on SIGTERM or SIGINT, and read the
+// forward-auth rules again on SIGHUP.
 import { type Config, ConfigError } from '../config';
 import { createLogger } from '../core/log';
 import { resolveJwtSecret } from '../jwt-secret';
@@ -49,6 +50,8 @@ export async function runServer(
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
+    // Without a handler SIGHUP would end the process; with no rules file it changes nothing.
+    process.on('SIGHUP', () => server.reloadForwardAuthRules());
   });
 }
 

@@ -8,6 +8,7 @@ export function storedPolicyOf(
     ratelimitDuration: number | null;
     maxKeys: number | null;
     maxLevel: number | null;
+    permissions: string | null;
   },
   credits:
     | { remaining: number; refillAmount: number | null; refillIntervalMs: number | null; refilledAt: number }
@@ -29,16 +30,18 @@ export function storedPolicyOf(
           },
     maxKeys: policy.maxKeys,
     maxLevel: policy.maxLevel,
+    permissions: policy.permissions === null ? null : (JSON.parse(policy.permissions) as string[]),
   };
 }
 
 /** The user_policies row of a policy (its credits go to user_credits). */
-export function policyRow(userId: number, { ratelimit, maxKeys, maxLevel }: StoredPolicy) {
+export function policyRow(userId: number, { ratelimit, maxKeys, maxLevel, permissions }: StoredPolicy) {
   return {
     userId,
     ratelimitLimit: ratelimit?.limit ?? null,
     ratelimitDuration: ratelimit?.duration ?? null,
     maxKeys,
     maxLevel,
+    permissions: permissions === null ? null : JSON.stringify(permissions),
   };
 }

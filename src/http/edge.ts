@@ -7,7 +7,12 @@ import type { Logger } from '../core/log';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
 import { BODY_TOO_LARGE, CLOSE, MAX_BODY_BYTES } from './body';
 import { errorResponse } from './errors';
-import { newRequestContext, type RequestContext, registerRequestContext } from './request-context';
+import {
+  newRequestContext,
+  type PeerSource,
+  type RequestContext,
+  registerRequestContext,
+} from './request-context';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 /** The route label of a request keygate did not route: an unknown path, or a 413 before routing. */
@@ -58,7 +63,7 @@ export function withHttpEdge(
   handle: (request: Request) => SyncOrAsync<Response>,
   logger: Logger,
   { directRoute, answerError, explainTokenRefusals = false, observe, keepAlive }: EdgeOptions,
-): (request: Request) => SyncOrAsync<Response> {
+): (request: Request, server?: PeerSource) => SyncOrAsync<Response> {
   /** The request line and the observation; the edge's headers too unless the route sent them. */
   const finish = (
     request: Request,
@@ -121,7 +126,7 @@ export function withHttpEdge(
       : finish(request, context, started, path, answer, true);
   };
 
-  return (original) => {
+  return (original, server) => {
     const started = performance.now();
     // Bun makes a new string on every read of `url`: read once.
     const originalUrl = original.url;
@@ -130,6 +135,8 @@ export function withHttpEdge(
     const context = newRequestContext(
       request,
       given !== null && REQUEST_ID.test(given) ? given : crypto.randomUUID(),
+      server,
+      original,
     );
     const url = request === original ? originalUrl : request.url;
     const pathStart = url.indexOf('/', url.indexOf('//') + 2);

@@ -10,12 +10,13 @@ import { DomainError } from '../core/errors';
 import type { PolicyCache } from './cache';
 import type { PolicyStore, StoredPolicy } from './store';
 
-/** A policy as the operator puts it: all four, null for none. */
+/** A policy as the operator puts it: all four, null for none, and permissions (absent: null). */
 export type PolicyInput = {
   ratelimit: RateLimitSetting | null;
   credits: CreditsSetting | null;
   maxKeys: number | null;
   maxLevel: number | null;
+  permissions?: string[] | null;
 };
 
 export const NO_POLICY: UserPolicy = Object.freeze({
@@ -23,6 +24,7 @@ export const NO_POLICY: UserPolicy = Object.freeze({
   credits: null,
   maxKeys: null,
   maxLevel: null,
+  permissions: null,
 });
 
 export class PolicyNotFoundError extends DomainError {
@@ -52,6 +54,7 @@ export function createPolicyService({
         credits: input.credits === null ? null : storedCredits(input.credits, now),
         maxKeys: input.maxKeys,
         maxLevel: input.maxLevel,
+        permissions: input.permissions ?? null,
       };
       await store.putPolicy(userId, stored, signal);
       return policyView(stored, now);

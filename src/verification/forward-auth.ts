@@ -1,17 +1,24 @@
 // Forward-auth for reverse proxies (nginx auth_request, Traefik forwardAuth, Caddy forward_auth, Envoy
 // ext_authz): `/forward-auth` and `/forward-auth/<anything>`, any method, the body never read. The
-// credential is the request's own headers, as for the /jwt and /key endpoints.
+// credential is the request's own headers, as for the /jwt and /key endpoints. What it must have is
+// the highest level and the AND of the permissions asked by the query, by the proxy's headers and by
+// the route rule that matches the proxied request (route-rules.ts); the requirements are read first,
+// so a malformed one is a 400 whatever the credential.
 import { Elysia } from 'elysia';
 import { ErrorResponse } from '../apikeys/model';
 import { readBearer, readKeyAndSecret } from '../auth/credentials';
+import type { ForwardAuthRule } from '../config';
 import { LEVEL_RULE } from '../core/levels';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
 import { queryOf } from '../http/edge';
 import { HttpError } from '../http/errors';
 import { contextOf, type RequestContext } from '../http/request-context';
+import type { Address } from '../network/address';
+import { type PermissionQuery, PermissionQueryError, parsePermissionQuery } from '../permissions/query';
 import { verificationModels } from './model';
+import { forwardedRequestOf, matchingRule, normalisedPath, PathRefusedError } from './route-rules';
 import type { RateLimitReport } from './usage-limits';
-import type { OnVerdict, Verdict, Verifier } from './verdict';
+import type { OnVerdict, Requirements, Verdict, Verifier } from './verdict';
 
 /** The first path segment; the edge lets bodies of any declared size through here (they are never read). */
 export const FORWARD_AUTH_PATH = '/forward-auth';
@@ -19,21 +26,44 @@ export const FORWARD_AUTH_PATH = '/forward-auth';
 const NO_CREDENTIALS =
   'Send a credential: Authorization: Bearer <token>, Authorization: Basic base64(key:secret), or X-API-Key and X-API-Secret.';
 
+export type ForwardAuthOptions = {
+  /** The route rules in force (FORWARD_AUTH_RULES_FILE, read again on SIGHUP); none: no rule matches. */
+  rules: () => readonly ForwardAuthRule[];
+  /** What a request no rule matches gets: any valid credential, or 403 NO_RULE. */
+  unmatched: 'credential' | 'deny';
+  /** The client's address (the TCP peer, or behind TRUSTED_PROXIES the forwarded one). */
+  clientAddress: (request: Request, context: RequestContext) => Address | undefined;
+  /** BASE_PATH + /forward-auth: what comes after it is the proxied path (Envoy). */
+  pathPrefix: string;
+};
+
+/**
+ * What a request must show beside the query's and the header's minLevel: the rule's level and the
+ * permissions asked, or nothing at all (a rule allowing anyone).
+ */
+type Demand = { ruleLevel: number; permissions: readonly PermissionQuery[] | undefined } | 'anyone';
+
 /** The forward-auth answer (the edge's DirectRoute): 200 with the identity headers, or an HttpError. */
-export function forwardAuthAnswer(verifier: Verifier, onVerdict?: OnVerdict) {
+export function forwardAuthAnswer(verifier: Verifier, options: ForwardAuthOptions, onVerdict?: OnVerdict) {
   return (
     request: Request,
     query: string,
     headers: Record<string, string>,
     context: RequestContext,
-  ): SyncOrAsync<Response> =>
-    andThen(verdictOf(verifier, request, query, context, onVerdict), (verdict) => allowed(verdict, headers));
+  ): SyncOrAsync<Response> => {
+    const demand = demandOf(request, query, options, onVerdict);
+    if (demand === 'anyone') return allowedWithoutCredential(headers);
+    return andThen(verdictOf(verifier, request, query, demand, context, options, onVerdict), (verdict) =>
+      allowed(verdict, headers),
+    );
+  };
 }
 
 /** The routes as Elysia knows them, for the document (the edge answers these paths itself). */
 export function forwardAuthRoutes(answer: ReturnType<typeof forwardAuthAnswer>) {
   const handler = ({ request }: { request: Request }) =>
     answer(request, queryOf(request.url), {}, contextOf(request));
+  // The document's words for what the route asks of the proxy and the client.
   const options = {
     // The body is never read, whatever the method and its Content-Type.
     parse: 'none' as const,
@@ -47,7 +77,7 @@ export function forwardAuthRoutes(answer: ReturnType<typeof forwardAuthAnswer>) 
     detail: {
       summary: 'Forward-auth for a reverse proxy (any method)',
       description:
-        'Allows (200, identity in X-Keygate-* headers; a rate-limited key adds RateLimit-Policy and RateLimit) or denies (401 without a credential, 403 for an invalid one or a level below the one required, 429 with Retry-After for a rate limit or credits used up; every deny names its code in X-Keygate-Code). The required level is the highest of every minLevel=0..8 in the query and of the X-Keygate-Min-Level header; other query parameters (the client’s own, forwarded by a proxy) are ignored.',
+        'Allows (200, identity in X-Keygate-* headers, the credential’s permissions in X-Keygate-Permissions; a rate-limited key adds RateLimit-Policy and RateLimit) or denies (401 without a credential, 403 for an invalid one, a level or permissions below those required, an address outside the key’s allowedIps or no matching route rule with FORWARD_AUTH_DEFAULT=deny, 429 with Retry-After for a rate limit or credits used up; every deny names its code in X-Keygate-Code). The required level is the highest of every minLevel=0..8 in the query, of the X-Keygate-Min-Level header and of the matching route rule; the required permissions are the AND of every permissions query parameter, of the X-Keygate-Permissions header and of the rule. The proxied method and path come from X-Forwarded-Method and X-Forwarded-Uri, X-Original-Method and X-Original-URI, or the path after /forward-auth. Other query parameters (the client’s own, forwarded by a proxy) are ignored.',
       security: [{ bearer: [] }, { basic: [] }, { apiKey: [], apiSecret: [] }] as Record<string, string[]>[],
       tags: ['Verification'],
     },
@@ -62,14 +92,73 @@ export function forwardAuthRoutes(answer: ReturnType<typeof forwardAuthAnswer>) 
 }
 
 /**
- * Credentials first (401, 403), then the query (400), then the level (403). At once for a key in the
- * key cache or read from a synchronous store (no promise), else a promise.
+ * The requirements, before any credential is looked at (each malformed one a 400): the permissions of
+ * the query and the proxy's header, then the route rule that matches the proxied request, which may
+ * allow anyone, add its own, or (none matching, FORWARD_AUTH_DEFAULT=deny) refuse. The query's and
+ * header's minLevel are read after the credential, as before rules existed (verdictOf).
+ */
+function demandOf(
+  request: Request,
+  query: string,
+  options: ForwardAuthOptions,
+  onVerdict?: OnVerdict,
+): Demand {
+  const { headers } = request;
+  let ruleLevel = 0;
+  const permissions = requiredPermissions(query, headers.get('x-keygate-permissions'));
+  const rules = options.rules();
+  if (rules.length > 0 || options.unmatched === 'deny') {
+    const rule = ruleFor(request, rules, options.pathPrefix);
+    if (rule === undefined) {
+      if (options.unmatched === 'deny') {
+        onVerdict?.('none', 'NO_RULE');
+        throw new HttpError(403, 'No route rule allows this request.', { 'x-keygate-code': 'NO_RULE' });
+      }
+    } else {
+      if (rule.allow === 'anyone') return 'anyone';
+      if (rule.minLevel !== undefined) ruleLevel = rule.minLevel;
+      if (rule.permissions !== undefined) permissions.push(rule.permissions);
+    }
+  }
+  return { ruleLevel, permissions: permissions.length === 0 ? undefined : permissions };
+}
+
+/** The first rule matching the proxied request's method and normalised path; none without them. */
+function ruleFor(
+  request: Request,
+  rules: readonly ForwardAuthRule[],
+  pathPrefix: string,
+): ForwardAuthRule | undefined {
+  try {
+    const forwarded = forwardedRequestOf(request.headers, request.method, suffixOf(request.url, pathPrefix));
+    if (forwarded === undefined) return undefined;
+    return matchingRule(rules, forwarded.method, normalisedPath(forwarded.target));
+  } catch (error) {
+    // A path that climbs above the root, or headers that disagree on which request it is.
+    if (error instanceof PathRefusedError) throw new HttpError(400, error.message);
+    throw error;
+  }
+}
+
+/** What follows /forward-auth in the request's URL (path and query), or undefined when nothing does. */
+function suffixOf(url: string, pathPrefix: string): string | undefined {
+  const pathStart = url.indexOf('/', url.indexOf('//') + 2);
+  const rest = url.slice(pathStart + pathPrefix.length);
+  return rest.startsWith('/') ? rest : undefined;
+}
+
+/**
+ * Credentials (401, 403), then the level asked (400 when malformed), then the credential's verdict
+ * against the requirements. At once for a key in the key cache or read from a synchronous store (no
+ * promise), else a promise.
  */
 function verdictOf(
   verifier: Verifier,
   request: Request,
   query: string,
+  demand: Exclude<Demand, 'anyone'>,
   context: RequestContext,
+  options: ForwardAuthOptions,
   onVerdict?: OnVerdict,
 ): SyncOrAsync<Verdict> {
   const bearer = readBearer(request.headers);
@@ -88,29 +177,49 @@ function verdictOf(
       'x-keygate-code': scheme === 'jwt' ? 'INVALID_TOKEN' : 'NOT_FOUND',
     });
   }
-  const judge = (settled: Verdict) =>
-    againstMinLevel(settled, query, request.headers.get('x-keygate-min-level'));
+  const minLevel = Math.max(
+    demand.ruleLevel,
+    requiredLevel(query, request.headers.get('x-keygate-min-level')),
+  );
+  const required: Requirements = { minLevel, permissions: demand.permissions };
   const counted = (final: Verdict) => {
     onVerdict?.(scheme, final.code);
     return final;
   };
-  // A key's level is judged inside the verifier, before its rate limits and credits (one credit each).
-  if (key?.kind === 'key') return andThen(verifier.verifyKey(key.key, key.secret, { judge }), counted);
+  if (key?.kind === 'key') {
+    // One credit each; the address is asked only of a key that has allowedIps.
+    const clientAddress = () => options.clientAddress(request, context);
+    return andThen(verifier.verifyKey(key.key, key.secret, { ...required, clientAddress }), counted);
+  }
   if (bearer.kind !== 'bearer') throw new Error('unreachable: a credential is present');
-  return andThen(verifier.verifyToken(bearer.token, 0), (settled) => {
+  return andThen(verifier.verifyToken(bearer.token, required), (settled) => {
     if (settled.code === 'INVALID_TOKEN') context.tokenRefusal = settled.reason;
-    return counted(judge(settled));
+    return counted(settled);
   });
 }
 
 /**
- * A valid verdict below the required level becomes INSUFFICIENT_LEVEL. A malformed query is a 400
- * thrown here, before any verdict is given, so it is not counted.
+ * The permissions required by the query (every `permissions` parameter) and the proxy's
+ * X-Keygate-Permissions header (empty: no requirement), each a query as verify's; all must hold.
  */
-function againstMinLevel(verdict: Verdict, query: string, minLevelHeader: string | null): Verdict {
-  return verdict.valid && verdict.principal.level < requiredLevel(query, minLevelHeader)
-    ? { valid: false, code: 'INSUFFICIENT_LEVEL', principal: verdict.principal }
-    : verdict;
+function requiredPermissions(query: string, header: string | null): PermissionQuery[] {
+  const required: PermissionQuery[] = [];
+  if (header !== null && header.trim() !== '') required.push(permissionsOf(header, 'X-Keygate-Permissions'));
+  if (query !== '' && query.includes('permissions=')) {
+    for (const [name, value] of new URLSearchParams(query)) {
+      if (name === 'permissions') required.push(permissionsOf(value, 'The permissions query parameter'));
+    }
+  }
+  return required;
+}
+
+function permissionsOf(text: string, where: string): PermissionQuery {
+  try {
+    return parsePermissionQuery(text);
+  } catch (error) {
+    if (error instanceof PermissionQueryError) throw new HttpError(400, `${where}: ${error.message}`);
+    throw error;
+  }
 }
 
 /**
@@ -140,6 +249,10 @@ function refusal(verdict: Verdict): string {
   switch (verdict.code) {
     case 'INSUFFICIENT_LEVEL':
       return `This credential is level ${verdict.principal.level}, below the level required here.`;
+    case 'INSUFFICIENT_PERMISSIONS':
+      return 'This credential lacks the permissions required here.';
+    case 'IP_NOT_ALLOWED':
+      return 'This API key may not be used from this address.';
     case 'INVALID_TOKEN':
       return 'The token is not valid.';
     case 'EXPIRED':
@@ -209,5 +322,14 @@ function allowed(verdict: Verdict, headers: Record<string, string>): Response {
   headers['x-keygate-auth'] = principal.type;
   if (principal.type === 'key') headers['x-keygate-key'] = principal.key;
   headers['x-keygate-expires-at'] = principal.expiresAt;
+  // What the credential holds, for the upstream to decide finer (names are not secret).
+  if (principal.permissions !== undefined) headers['x-keygate-permissions'] = principal.permissions.join(' ');
   return new Response(JSON.stringify({ result: 'success', principal }), { headers });
+}
+
+/** A route rule that allows anyone: 200 without looking at any credential, no identity headers. */
+function allowedWithoutCredential(headers: Record<string, string>): Response {
+  headers['content-type'] = 'application/json';
+  headers['cache-control'] = 'no-store';
+  return new Response('{"result":"success"}', { headers });
 }

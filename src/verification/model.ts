@@ -1,7 +1,7 @@
 // The shapes of verify and forward-auth as `t` schemas: for the OpenAPI document (the routes read
 // and write their bodies themselves, on the hot path).
 import { Elysia, t } from 'elysia';
-import { KeyMeta, WholeNumber } from '../apikeys/model';
+import { AllowedIps, KeyMeta, Permissions, WholeNumber } from '../apikeys/model';
 import { MAX_LEVEL, MIN_LEVEL } from '../core/levels';
 import { CREDITS_BOUNDS } from '../limits/credits';
 
@@ -21,6 +21,8 @@ export const Principal = t.Union([
     name: t.String(),
     expiresAt: t.String(),
     meta: t.Optional(KeyMeta),
+    permissions: t.Optional(Permissions),
+    allowedIps: t.Optional(AllowedIps),
     subject: t.Optional(OwnerSubject),
   }),
   t.Object({
@@ -28,6 +30,9 @@ export const Principal = t.Union([
     userId: WholeNumber(),
     level: WholeNumber(),
     expiresAt: t.String(),
+    permissions: t.Optional(
+      t.Array(t.String(), { description: "The entries of the token's scope claim, when it has any." }),
+    ),
     subject: t.Optional(TokenSubject),
   }),
 ]);
@@ -47,10 +52,24 @@ export const VerifyBody = t.Object(
         description: 'Credits a VALID answer takes from a key with credits (ignored for tokens).',
       }),
     ),
+    permissions: t.Optional(
+      t.String({
+        minLength: 1,
+        maxLength: 1000,
+        description:
+          'A query the credential’s permissions must satisfy: names joined by AND and OR (AND binds tighter), with parentheses, e.g. "documents.read AND (billing.read OR admin)"; at most 100 names, no wildcards.',
+      }),
+    ),
+    clientIp: t.Optional(
+      t.String({
+        description:
+          'The address the credential is used from (IPv4 or IPv6). A key with allowedIps verified without it is IP_NOT_ALLOWED.',
+      }),
+    ),
   },
   {
     additionalProperties: false,
-    description: 'Either key and secret, or token; minLevel and cost optional.',
+    description: 'Either key and secret, or token; minLevel, permissions, cost and clientIp optional.',
   },
 );
 
@@ -61,6 +80,7 @@ const LimitScope = t.Union([t.Literal('key'), t.Literal('user'), t.Literal('oper
 export const RateLimitState = t.Object(
   {
     limit: WholeNumber(),
+    duration: t.Number({ multipleOf: 1, description: 'The window, in seconds.' }),
     remaining: t.Number({ multipleOf: 1, description: 'Verifications that may pass now.' }),
     reset: t.String({
       description: 'When the whole limit is available again if none arrive (ISO 8601, ms).',
@@ -89,7 +109,7 @@ export const VerifyResponse = t.Object({
   valid: t.Boolean(),
   code: t.String({
     description:
-      'VALID, NOT_FOUND, EXPIRED, DISABLED, INVALID_TOKEN, INSUFFICIENT_LEVEL, RATE_LIMITED or USAGE_EXCEEDED; treat any other as invalid.',
+      'VALID, NOT_FOUND, EXPIRED, DISABLED, INVALID_TOKEN, IP_NOT_ALLOWED, INSUFFICIENT_LEVEL, INSUFFICIENT_PERMISSIONS, RATE_LIMITED or USAGE_EXCEEDED; treat any other as invalid.',
   }),
   principal: t.Optional(Principal),
   ratelimit: t.Optional(RateLimitState),
@@ -97,7 +117,8 @@ export const VerifyResponse = t.Object({
   retryAfter: t.Optional(
     t.Number({
       multipleOf: 1,
-      description: 'RATE_LIMITED: whole seconds (at least 1) until a verification can pass.',
+      description:
+        'RATE_LIMITED: whole seconds (at least 1) until a verification can pass; USAGE_EXCEEDED: until the next refill, when one will come.',
     }),
   ),
 });

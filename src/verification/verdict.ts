@@ -1,14 +1,25 @@
 // One credential in, one verdict out: the rules shared by POST /apikeys/verify and forward-auth.
 // A key is authenticated by the apikeys service (the key cache, one hash, one compare), a token by
 // the JwtAuthority and mapped to its user (auth/token-users.ts); the verdict is then judged against
-// the level asked for, and a key that would be VALID is then held to its rate limits and credits
-// (usage-limits.ts). With mapped user ids the principal also names the provider's subject.
+// where a key is used from, the level and the permissions asked for, and a key that would be VALID is
+// then held to its rate limits and credits (usage-limits.ts). With mapped user ids the principal also
+// names the provider's subject.
 import type { ApiKeyService, KeyAuthentication } from '../apikeys/service';
-import { type KeyMeta, metaOf } from '../apikeys/settings';
+import {
+  allowedAddressesOf,
+  allowedIpsOf,
+  heldPermissionsOf,
+  type KeyMeta,
+  metaOf,
+  permissionsOf,
+} from '../apikeys/settings';
 import type { ApiKeyRow } from '../apikeys/store';
 import type { TokenRefusal } from '../auth/jwt';
 import type { TokenUser, TokenUsers } from '../auth/token-users';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
+import type { Address } from '../network/address';
+import type { HeldPermissions } from '../permissions/held';
+import type { PermissionQuery } from '../permissions/query';
 import { type UsageRecorder, usageOutcomeOf } from '../usage/counter';
 import {
   applyUsageLimits,
@@ -28,13 +39,26 @@ export type Principal =
       name: string;
       expiresAt: string;
       meta?: KeyMeta;
+      permissions?: readonly string[];
+      allowedIps?: readonly string[];
       subject?: string;
     }
-  | { type: 'jwt'; userId: number; level: number; expiresAt: string; subject?: string };
+  | {
+      type: 'jwt';
+      userId: number;
+      level: number;
+      expiresAt: string;
+      permissions?: readonly string[];
+      subject?: string;
+    };
 
 export type Verdict =
   | { valid: true; code: 'VALID'; principal: Principal; ratelimit?: RateLimitReport; credits?: CreditsReport }
-  | { valid: false; code: 'INSUFFICIENT_LEVEL' | 'DISABLED'; principal: Principal }
+  | {
+      valid: false;
+      code: 'DISABLED' | 'IP_NOT_ALLOWED' | 'INSUFFICIENT_LEVEL' | 'INSUFFICIENT_PERMISSIONS';
+      principal: Principal;
+    }
   | {
       valid: false;
       code: 'RATE_LIMITED';
@@ -57,12 +81,15 @@ export type Verdict =
 
 export type Verifier = ReturnType<typeof createVerifier>;
 
+/** What a credential is asked to have: a level and permissions (every query satisfied). */
+export type Requirements = { minLevel?: number; permissions?: readonly PermissionQuery[] };
+
 /**
- * How a key is checked: the level asked for, the credits a VALID answer takes (default 1), and
- * `judge`, which may turn the credential's verdict into another before the limits apply (forward-auth's
- * level, required once the credential is judged).
+ * How a key is checked: the requirements, the credits a VALID answer takes (default 1), and the
+ * client's address, asked only of a key that has allowedIps (undefined: unknown, which no list
+ * contains, so such a key is refused).
  */
-export type KeyCheck = { minLevel?: number; cost?: number; judge?: (verdict: Verdict) => Verdict };
+export type KeyCheck = Requirements & { cost?: number; clientAddress?: () => Address | undefined };
 
 /**
  * Told the outcome of each verify or forward-auth check (metrics): the scheme of the credential
@@ -89,25 +116,22 @@ export function createVerifier({
 }) {
   // The steps of a key's verification, each a function of its own (no closure made per request): a
   // key in the key cache goes through all of them at once, without a promise.
-  const keyVerdict = (outcome: KeyAuthentication, minLevel: number): SyncOrAsync<Verdict> => {
+  const keyVerdict = (outcome: KeyAuthentication, check: KeyCheck): SyncOrAsync<Verdict> => {
     if (outcome.status === 'not-found') return { valid: false, code: 'NOT_FOUND' };
     if (outcome.status === 'expired') return { valid: false, code: 'EXPIRED' };
     const principal = keyPrincipal(outcome.row);
-    if (ownerSubject === undefined) return enabledOrNot(outcome.row, principal, minLevel);
+    if (ownerSubject === undefined) return keyJudged(outcome.row, principal, check);
     return andThen(ownerSubject(principal.userId), (subject) => {
       if (subject !== undefined) principal.subject = subject;
-      return enabledOrNot(outcome.row, principal, minLevel);
+      return keyJudged(outcome.row, principal, check);
     });
   };
-  const checked = (
-    key: string,
-    outcome: KeyAuthentication,
-    { minLevel = 0, cost = 1, judge }: KeyCheck,
-  ): SyncOrAsync<Verdict> => {
-    const first = keyVerdict(outcome, minLevel);
+  const checked = (key: string, outcome: KeyAuthentication, check: KeyCheck): SyncOrAsync<Verdict> => {
+    const first = keyVerdict(outcome, check);
+    const cost = check.cost ?? 1;
     return first instanceof Promise
-      ? first.then((settled) => limited(key, outcome, judge === undefined ? settled : judge(settled), cost))
-      : limited(key, outcome, judge === undefined ? first : judge(first), cost);
+      ? first.then((settled) => limited(key, outcome, settled, cost))
+      : limited(key, outcome, first, cost);
   };
   const limited = (key: string, outcome: KeyAuthentication, judged: Verdict, cost: number) => {
     if (!judged.valid || limits === undefined || outcome.status !== 'valid')
@@ -128,11 +152,7 @@ export function createVerifier({
     return final;
   };
   return {
-    /**
-     * At once on a key cache hit or a synchronous store's read (no promise), else a promise. `judge`
-     * may turn the verdict into the final one (forward-auth's level, required after the credential is
-     * judged); the final verdict is the one the key's usage counts, and none when `judge` throws.
-     */
+    /** At once on a key cache hit or a synchronous store's read (no promise), else a promise. */
     verifyKey(key: string, secret: string, check: KeyCheck = {}): SyncOrAsync<Verdict> {
       const outcome = service.authenticateKey(key, secret);
       return outcome instanceof Promise
@@ -140,10 +160,11 @@ export function createVerifier({
         : checked(key, outcome, check);
     },
 
-    async verifyToken(token: string, minLevel: number): Promise<Verdict> {
+    /** A token is never refused by address, nor rate limited. */
+    async verifyToken(token: string, required: Requirements = {}): Promise<Verdict> {
       const check = await tokens.verify(token);
       if (!check.ok) return { valid: false, code: 'INVALID_TOKEN', reason: check.reason };
-      return judged(tokenPrincipal(check.user), minLevel);
+      return judged(tokenPrincipal(check.user), check.user.held, required);
     },
   };
 }
@@ -167,16 +188,32 @@ function limitedVerdict(verdict: Verdict & { valid: true }, limited: LimitsOutco
   return refused;
 }
 
-/** DISABLED is said only when the secret matched, as EXPIRED is: the holder learns what using it would. */
-function enabledOrNot(row: ApiKeyRow, principal: Principal, minLevel: number): Verdict {
-  return row.enabled === false ? { valid: false, code: 'DISABLED', principal } : judged(principal, minLevel);
+/**
+ * A key whose secret matched, in the contract's order: DISABLED, IP_NOT_ALLOWED, then the
+ * requirements. Each is said only when the secret matched, as EXPIRED is: the holder learns what
+ * using it would.
+ */
+function keyJudged(row: ApiKeyRow, principal: Principal, check: KeyCheck): Verdict {
+  if (row.enabled === false) return { valid: false, code: 'DISABLED', principal };
+  if (row.allowedIps != null && allowedAddressesOf(row)?.contains(check.clientAddress?.()) !== true) {
+    return { valid: false, code: 'IP_NOT_ALLOWED', principal };
+  }
+  return judged(principal, heldPermissionsOf(row), check);
 }
 
-/** A valid verdict below `minLevel` becomes INSUFFICIENT_LEVEL. */
-export function judged(principal: Principal, minLevel: number): Verdict {
-  return principal.level < minLevel
-    ? { valid: false, code: 'INSUFFICIENT_LEVEL', principal }
-    : { valid: true, code: 'VALID', principal };
+/** INSUFFICIENT_LEVEL below `minLevel`, then INSUFFICIENT_PERMISSIONS for a query not satisfied. */
+export function judged(principal: Principal, held: HeldPermissions, required: Requirements): Verdict {
+  if (principal.level < (required.minLevel ?? 0))
+    return { valid: false, code: 'INSUFFICIENT_LEVEL', principal };
+  const queries = required.permissions;
+  if (queries !== undefined) {
+    for (let i = 0; i < queries.length; i++) {
+      if (!(queries[i] as PermissionQuery).satisfiedBy(held)) {
+        return { valid: false, code: 'INSUFFICIENT_PERMISSIONS', principal };
+      }
+    }
+  }
+  return { valid: true, code: 'VALID', principal };
 }
 
 export function keyPrincipal(row: ApiKeyRow): Principal {
@@ -189,6 +226,8 @@ export function keyPrincipal(row: ApiKeyRow): Principal {
     expiresAt: new Date(row.expiresAt).toISOString(),
   };
   if (row.meta != null) principal.meta = parsedMeta(row);
+  if (row.permissions != null) principal.permissions = permissionsOf(row);
+  if (row.allowedIps != null) principal.allowedIps = allowedIpsOf(row);
   return principal;
 }
 
@@ -210,6 +249,7 @@ export function tokenPrincipal(user: TokenUser): Principal {
     level: user.level,
     expiresAt: new Date(user.expiresAt).toISOString(),
   };
+  if (user.permissions.length > 0) principal.permissions = user.permissions;
   if (user.subject !== undefined) principal.subject = user.subject;
   return principal;
 }

@@ -8,12 +8,15 @@ import { readJsonBody } from '../http/body';
 import { HttpError } from '../http/errors';
 import { contextOf, type RequestContext } from '../http/request-context';
 import { CREDITS_BOUNDS } from '../limits/credits';
+import { type Address, parseAddress } from '../network/address';
+import { type PermissionQuery, PermissionQueryError, parsePermissionQuery } from '../permissions/query';
 import { VerifyBody, verificationModels } from './model';
 import type { OnVerdict, Verdict, Verifier } from './verdict';
 
+type Requirements = { minLevel: number; permissions: readonly PermissionQuery[] | undefined };
 type Credential =
-  | { key: string; secret: string; minLevel: number; cost: number }
-  | { token: string; minLevel: number };
+  | (Requirements & { key: string; secret: string; cost: number; clientAddress: () => Address | undefined })
+  | (Requirements & { token: string });
 
 export const VERIFY_PATH = '/apikeys/verify';
 
@@ -33,7 +36,7 @@ export function verifyAnswer(verifier: Verifier, onVerdict?: OnVerdict) {
       const scheme = 'token' in credential ? 'jwt' : 'key';
       const verdict =
         'token' in credential
-          ? verifier.verifyToken(credential.token, credential.minLevel)
+          ? verifier.verifyToken(credential.token, credential)
           : verifier.verifyKey(credential.key, credential.secret, credential);
       // A key in the key cache is judged at once: no more waiting on the hot path.
       return andThen(verdict, (settled) => verified(settled, scheme, headers, context, onVerdict));
@@ -72,12 +75,14 @@ function answerOf(verdict: Verdict) {
         ? undefined
         : {
             limit: limit.limit,
+            duration: limit.duration,
             remaining: limit.remaining,
             reset: new Date(limit.reset).toISOString(),
             scope: limit.scope,
           },
     credits: 'credits' in verdict ? verdict.credits : undefined,
-    retryAfter: verdict.code === 'RATE_LIMITED' ? verdict.retryAfter : undefined,
+    // RATE_LIMITED always; USAGE_EXCEEDED when a refill will come.
+    retryAfter: 'retryAfter' in verdict ? verdict.retryAfter : undefined,
   };
 }
 
@@ -92,7 +97,7 @@ export function verifyRoutes(answer: ReturnType<typeof verifyAnswer>) {
     detail: {
       summary: 'Verify a key and secret, or a token',
       description:
-        'No caller authentication. Always 200 for a well-formed body: valid true with code VALID, or valid false with NOT_FOUND, EXPIRED, DISABLED, INVALID_TOKEN, INSUFFICIENT_LEVEL, RATE_LIMITED or USAGE_EXCEEDED.',
+        'No caller authentication. Always 200 for a well-formed body: valid true with code VALID, or valid false with NOT_FOUND, EXPIRED, DISABLED, INVALID_TOKEN, IP_NOT_ALLOWED, INSUFFICIENT_LEVEL, INSUFFICIENT_PERMISSIONS, RATE_LIMITED or USAGE_EXCEEDED.',
       tags: ['Verification'],
       requestBody: {
         description: VerifyBody.description,
@@ -104,7 +109,9 @@ export function verifyRoutes(answer: ReturnType<typeof verifyAnswer>) {
 }
 
 const CREDENTIAL_FIELDS = ['key', 'secret', 'token'] as const;
-const FORMS = 'send either key and secret, or token, each with an optional minLevel and cost';
+const FORMS =
+  'send either key and secret, or token, each with an optional minLevel, permissions, cost and clientIp';
+const NO_ADDRESS = () => undefined;
 
 /** The credential in a verify body, or a 400 naming the first problem. */
 export function credentialOf(body: unknown): Credential {
@@ -113,7 +120,15 @@ export function credentialOf(body: unknown): Credential {
   }
   const fields = body as Record<string, unknown>;
   for (const name in fields) {
-    if (name !== 'key' && name !== 'secret' && name !== 'token' && name !== 'minLevel' && name !== 'cost') {
+    if (
+      name !== 'key' &&
+      name !== 'secret' &&
+      name !== 'token' &&
+      name !== 'minLevel' &&
+      name !== 'cost' &&
+      name !== 'permissions' &&
+      name !== 'clientIp'
+    ) {
       throw new HttpError(400, `Unknown property "${name.slice(0, 40)}": ${FORMS}.`);
     }
   }
@@ -130,14 +145,46 @@ export function credentialOf(body: unknown): Credential {
     throw new HttpError(400, `cost must be a whole number from ${bounds.min} to ${bounds.max}.`);
   }
   const cost = (fields.cost as number | undefined) ?? bounds.default;
+  const permissions = 'permissions' in fields ? [permissionQueryOf(fields.permissions)] : undefined;
+  const clientAddress = 'clientIp' in fields ? addressGetterOf(fields.clientIp) : NO_ADDRESS;
   const hasKey = 'key' in fields || 'secret' in fields;
   const hasToken = 'token' in fields;
   if (hasKey && hasToken) throw new HttpError(400, `Both forms were sent: ${FORMS}.`);
-  if (hasToken) return { token: fields.token as string, minLevel };
+  if (hasToken) return { token: fields.token as string, minLevel, permissions };
   if (!('key' in fields) || !('secret' in fields)) {
     throw new HttpError(400, hasKey ? 'key and secret go together: send both.' : `No credential: ${FORMS}.`);
   }
-  return { key: fields.key as string, secret: fields.secret as string, minLevel, cost };
+  return {
+    key: fields.key as string,
+    secret: fields.secret as string,
+    minLevel,
+    permissions,
+    cost,
+    clientAddress,
+  };
+}
+
+/** The permissions query, parsed once per distinct text (the parser keeps them), or a 400 saying where it is wrong. */
+function permissionQueryOf(value: unknown): PermissionQuery {
+  if (typeof value !== 'string') {
+    throw new HttpError(
+      400,
+      'permissions must be a string: a query such as "documents.read AND billing.read".',
+    );
+  }
+  try {
+    return parsePermissionQuery(value);
+  } catch (error) {
+    if (error instanceof PermissionQueryError) throw new HttpError(400, error.message);
+    throw error;
+  }
+}
+
+/** The client's address from the body, or a 400; a getter, as forward-auth's (asked only of keys with allowedIps). */
+function addressGetterOf(value: unknown): () => Address | undefined {
+  const address = typeof value === 'string' ? parseAddress(value) : undefined;
+  if (address === undefined) throw new HttpError(400, 'clientIp must be an IPv4 or IPv6 address.');
+  return () => address;
 }
 
 function isWholeNumberIn(value: unknown, min: number, max: number): value is number {

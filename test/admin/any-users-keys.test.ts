@@ -46,7 +46,8 @@ const CREDENTIALS: Array<[string, () => Promise<Record<string, string>>, (route:
       const key = await k.createKey(42, { level: 8, name: 'caller' });
       return k.basic(key.key, key.secret);
     },
-    () => 403,
+    // Another scheme's credential, as none of the admin scheme (§27).
+    () => 401,
   ],
   ['no credential', async () => ({}), () => 401],
 ];

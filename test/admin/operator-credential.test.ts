@@ -2,7 +2,8 @@
 // `sub`. No credential is 401; a token without the scope, a bad token or an API key is 403; checked
 // before the path's format. On the /jwt routes such a token is only a token for its `sub`.
 import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
-import { type TestKeygate, testKeygate } from '../support/keygate';
+import { SignJWT } from 'jose';
+import { JWT_SECRET, type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
 beforeEach(async () => {
@@ -74,7 +75,7 @@ describe('who may use the operator’s routes', () => {
         const key = await k.createKey(42, { level: 8 });
         return k.basic(key.key, key.secret);
       },
-      403,
+      401,
     ],
     [
       'an API key and secret (X-API-Key)',
@@ -82,7 +83,7 @@ describe('who may use the operator’s routes', () => {
         const key = await k.createKey(42, { level: 8 });
         return { 'x-api-key': key.key, 'x-api-secret': key.secret };
       },
-      403,
+      401,
     ],
     ['no credential', async () => ({}), 401],
   ];
@@ -96,6 +97,22 @@ describe('who may use the operator’s routes', () => {
     expect(response.headers.get('content-type')).toBe('application/json');
     if (status === 401) expect(response.headers.get('www-authenticate')).toBe('Bearer realm="keygate"');
     else expect(response.headers.get('www-authenticate')).toBeNull();
+  });
+
+  it.each([
+    ['a JSON number', 42],
+    ['an empty string', ''],
+  ])('refuses a sub that is %s: every audit line must name its operator (403)', async (_, sub) => {
+    const token = await new SignJWT({ sub, scope: 'keygate:admin' } as Record<string, unknown>)
+      .setProtectedHeader({ alg: 'HS256' })
+      .setIssuedAt(Math.floor(k.time.now / 1000))
+      .setExpirationTime(Math.floor(k.time.now / 1000) + 600)
+      .sign(new TextEncoder().encode(JWT_SECRET));
+    const response = await k.req('GET', '/admin/users/7/apikeys', {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(response.status).toBe(403);
+    expect(response.json.error).toContain('sub');
   });
 
   it('checks the credential before the path: no credential and a bad id is 401, no scope 403', async () => {

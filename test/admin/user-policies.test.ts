@@ -20,7 +20,9 @@ const POLICY = {
   maxKeys: 5,
   maxLevel: 4,
 };
-const NONE = { ratelimit: null, credits: null, maxKeys: null, maxLevel: null };
+/** A policy as answers show it: the four put, and permissions, null when the PUT left it out. */
+const SHOWN = { ...POLICY, permissions: null };
+const NONE = { ratelimit: null, credits: null, maxKeys: null, maxLevel: null, permissions: null };
 
 const put = async (userId: number, body: unknown) =>
   k.req('PUT', `/admin/users/${userId}/policy`, { headers: await k.operator('ops'), body });
@@ -34,7 +36,7 @@ describe('who may use the policy routes', () => {
         const key = await k.createKey(42, { level: 8 });
         return k.basic(key.key, key.secret);
       },
-      403,
+      401,
     ],
     ['no credential', async () => ({}), 401],
   ];
@@ -59,7 +61,7 @@ describe('PUT, GET and DELETE /admin/users/:userId/policy', () => {
 
     const set = await put(42, POLICY);
     expect(set.status).toBe(200);
-    expect(set.json).toEqual({ result: 'success', policy: POLICY });
+    expect(set.json).toEqual({ result: 'success', policy: SHOWN });
     expect((await k.req('GET', '/admin/users/42/policy', { headers })).json).toEqual(set.json);
     expect((await k.req('GET', '/admin/users/7/policy', { headers })).json.policy).toEqual(NONE);
 
@@ -171,19 +173,19 @@ describe('the policy in key info', () => {
     await put(42, POLICY);
     const owner = await k.bearer(42);
     const list = await k.req('GET', '/apikeys/jwt', { headers: owner });
-    expect(list.json.apikeys[0].policy).toEqual(POLICY);
+    expect(list.json.apikeys[0].policy).toEqual(SHOWN);
     expect((await k.req('GET', `/apikeys/${key.key}/jwt`, { headers: owner })).json.apikey.policy).toEqual(
-      POLICY,
+      SHOWN,
     );
     const updated = await k.req('PATCH', `/apikeys/${key.key}/jwt`, {
       headers: owner,
       body: { name: 'renamed' },
     });
-    expect(updated.json.apikey.policy).toEqual(POLICY);
+    expect(updated.json.apikey.policy).toEqual(SHOWN);
     const admin = await k.req('GET', `/admin/apikeys/${key.key}`, { headers: await k.operator() });
-    expect(admin.json.apikey.policy).toEqual(POLICY);
+    expect(admin.json.apikey.policy).toEqual(SHOWN);
     const viaKey = await k.req('GET', `/apikeys/${key.key}/key`, { headers: k.basic(key.key, key.secret) });
-    expect(viaKey.json.apikey.policy).toEqual(POLICY);
+    expect(viaKey.json.apikey.policy).toEqual(SHOWN);
     const otherInfo = await k.req('GET', `/apikeys/${other.key}/jwt`, { headers: await k.bearer(7) });
     expect(Object.keys(otherInfo.json.apikey)).not.toContain('policy');
 
@@ -209,7 +211,7 @@ describe('the policy in key info', () => {
     expect(create.status).toBe(400);
     expect(
       (await k.req('GET', '/admin/users/42/policy', { headers: await k.operator() })).json.policy,
-    ).toEqual(POLICY);
+    ).toEqual(SHOWN);
   });
 });
 

@@ -17,14 +17,28 @@ describe('verify', () => {
   it('returns the subject and level 8 when there is no level claim', async () => {
     expect(await authority.verify(await sign({ sub: '42', exp: nowS + 1 }))).toEqual({
       ok: true,
-      identity: { subject: '42', issuer: '', level: 8, expiresAt: now + 1000, scopes: [] },
+      identity: {
+        subject: '42',
+        subjectIsText: true,
+        issuer: '',
+        level: 8,
+        expiresAt: now + 1000,
+        scopes: [],
+      },
     });
   });
 
   it('returns the level claim when present', async () => {
     expect(await authority.verify(await sign({ sub: 42, exp: nowS + 1, level: 0 }))).toEqual({
       ok: true,
-      identity: { subject: '42', issuer: '', level: 0, expiresAt: now + 1000, scopes: [] },
+      identity: {
+        subject: '42',
+        subjectIsText: false,
+        issuer: '',
+        level: 0,
+        expiresAt: now + 1000,
+        scopes: [],
+      },
     });
   });
 

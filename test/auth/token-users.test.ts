@@ -46,7 +46,15 @@ describe('mapped token users', () => {
     const first = await tokens.verify(token);
     expect(first).toEqual({
       ok: true,
-      user: { userId: 1, level: 8, expiresAt: now + 60_000, subject: 'auth0|one', by: 'jwt:auth0|one' },
+      user: {
+        userId: 1,
+        level: 8,
+        expiresAt: now + 60_000,
+        subject: 'auth0|one',
+        by: 'jwt:auth0|one',
+        permissions: [],
+        held: expect.any(Object),
+      },
     });
     expect(await tokens.verify(token)).toBe(first);
     expect(asked.userIdOf).toBe(1);

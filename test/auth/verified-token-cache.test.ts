@@ -22,12 +22,26 @@ describe('verified-token cache', () => {
     const token = await sign({ sub: 7, exp: startS + 60 });
     expect(await authority.verify(token)).toEqual({
       ok: true,
-      identity: { subject: '7', issuer: '', level: 8, expiresAt: start + 60_000, scopes: [] },
+      identity: {
+        subjectIsText: false,
+        subject: '7',
+        issuer: '',
+        level: 8,
+        expiresAt: start + 60_000,
+        scopes: [],
+      },
     });
     setNow(start + 59_999);
     expect(await authority.verify(token)).toEqual({
       ok: true,
-      identity: { subject: '7', issuer: '', level: 8, expiresAt: start + 60_000, scopes: [] },
+      identity: {
+        subjectIsText: false,
+        subject: '7',
+        issuer: '',
+        level: 8,
+        expiresAt: start + 60_000,
+        scopes: [],
+      },
     });
     setNow(start + 60_000);
     expect(await authority.verify(token)).toMatchObject({ ok: false });
@@ -35,7 +49,14 @@ describe('verified-token cache', () => {
     // Forgotten, and checked in full again: still valid at the earlier time.
     expect(await authority.verify(token)).toEqual({
       ok: true,
-      identity: { subject: '7', issuer: '', level: 8, expiresAt: start + 60_000, scopes: [] },
+      identity: {
+        subjectIsText: false,
+        subject: '7',
+        issuer: '',
+        level: 8,
+        expiresAt: start + 60_000,
+        scopes: [],
+      },
     });
   });
 

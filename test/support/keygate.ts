@@ -59,11 +59,14 @@ export async function testKeygate(env: Record<string, string> = {}, { recordUsag
   };
   const base = `http://localhost${config.basePath}`;
 
-  /** Sends a request; `body` objects go as JSON with the JSON Content-Type. */
+  /**
+   * Sends a request; `body` objects go as JSON with the JSON Content-Type. `peer` is the TCP peer the
+   * server would see (default: none, as for a request without a socket).
+   */
   async function req(
     method: string,
     path: string,
-    init: { headers?: Record<string, string>; body?: unknown } = {},
+    init: { headers?: Record<string, string>; body?: unknown; peer?: string } = {},
   ) {
     const headers = new Headers(init.headers);
     // Raw bytes go as they are; a string is sent as JSON text; anything else is serialised to JSON.
@@ -73,7 +76,9 @@ export async function testKeygate(env: Record<string, string> = {}, { recordUsag
       body = typeof init.body === 'string' ? init.body : JSON.stringify(init.body);
       if (!headers.has('content-type')) headers.set('content-type', 'application/json');
     }
-    const response = await keygate.handle(new Request(`${base}${path}`, { method, headers, body }));
+    const peer = init.peer;
+    const server = peer === undefined ? undefined : { requestIP: () => ({ address: peer }) };
+    const response = await keygate.handle(new Request(`${base}${path}`, { method, headers, body }), server);
     const text = await response.text();
     // biome-ignore lint/suspicious/noExplicitAny: tests read whatever JSON came back and assert on it.
     let json: any;
@@ -86,11 +91,15 @@ export async function testKeygate(env: Record<string, string> = {}, { recordUsag
   }
 
   /** A token for `sub`: a number, or with JWT_USER_IDS=mapped any subject. */
-  const token = (sub: number | string, options: { level?: number; ttlSeconds?: number } = {}) =>
+  const token = (
+    sub: number | string,
+    options: { level?: number; ttlSeconds?: number; scope?: string } = {},
+  ) =>
     keygate.jwt.sign({
       sub: config.jwtUserIds === 'mapped' ? sub : Number(sub),
       level: options.level,
       ttlSeconds: options.ttlSeconds ?? 3600,
+      ...(options.scope === undefined ? {} : { scope: options.scope }),
     });
 
   const bearer = async (sub: number | string, level?: number) => ({
@@ -109,7 +118,13 @@ export async function testKeygate(env: Record<string, string> = {}, { recordUsag
   /** Creates a key through /jwt for `sub` and returns the apikey object. */
   async function createKey(
     sub: number | string,
-    body: Partial<{ name: string; level: number; expiresIn: number }> = {},
+    body: Partial<{
+      name: string;
+      level: number;
+      expiresIn: number;
+      permissions: string[];
+      allowedIps: string[];
+    }> = {},
   ) {
     const response = await req('POST', '/apikeys/jwt', {
       headers: await bearer(sub),

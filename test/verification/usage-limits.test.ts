@@ -57,7 +57,13 @@ describe('a key with its own rate limit', () => {
     const now = k.time.now;
     const first = (await verify(k, key)).json;
     expect(first).toMatchObject({ valid: true, code: 'VALID' });
-    expect(first.ratelimit).toEqual({ limit: 2, remaining: 1, reset: iso(now + 10_000), scope: 'key' });
+    expect(first.ratelimit).toEqual({
+      limit: 2,
+      duration: 10,
+      remaining: 1,
+      reset: iso(now + 10_000),
+      scope: 'key',
+    });
     expect((await verify(k, key)).json.ratelimit.remaining).toBe(0);
     k.time.now += 4_000;
     const refused = (await verify(k, key)).json;
@@ -66,7 +72,7 @@ describe('a key with its own rate limit', () => {
       valid: false,
       code: 'RATE_LIMITED',
       principal: expect.objectContaining({ type: 'key', key: key.key }),
-      ratelimit: { limit: 2, remaining: 0, reset: iso(now + 10_000), scope: 'key' },
+      ratelimit: { limit: 2, duration: 10, remaining: 0, reset: iso(now + 10_000), scope: 'key' },
       retryAfter: 6,
     });
   });

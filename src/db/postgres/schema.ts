@@ -36,6 +36,10 @@ export const apiKeys = pgTable(
     ratelimitLimit: integer('ratelimit_limit'),
     ratelimitDuration: integer('ratelimit_duration'),
     lastUsedAt: bigint('last_used_at', { mode: 'number' }),
+    // What the key may do (a JSON array of permission names, wildcards allowed); null: none.
+    permissions: text('permissions'),
+    // Where it may be used from (a JSON array of addresses and CIDR blocks); null: anywhere.
+    allowedIps: text('allowed_ips'),
   },
   (table) => [
     // Listing a user's keys newest first, keyset-paged on (created_at, id); the per-user cap counts a
@@ -119,6 +123,8 @@ export const userPolicies = pgTable('user_policies', {
   ratelimitDuration: integer('ratelimit_duration'),
   maxKeys: integer('max_keys'),
   maxLevel: integer('max_level'),
+  // The permissions the user's keys may hold (a JSON array, wildcards allowed); null: any.
+  permissions: text('permissions'),
 });
 
 /**

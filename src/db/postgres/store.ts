@@ -72,16 +72,17 @@ type Tx = Pick<PostgresDb, 'select' | 'insert' | 'update' | 'delete' | 'execute'
 const INSERT_WITHIN_CAP = `WITH input AS (
     SELECT * FROM json_to_recordset($1::text::json) AS x(n integer, id text, secret_hash text, user_id bigint,
       level smallint, name text, created_at bigint, expires_at bigint, lineage text, rotated_at bigint,
-      enabled boolean, meta text, ratelimit_limit integer, ratelimit_duration integer, cap integer)
+      enabled boolean, meta text, ratelimit_limit integer, ratelimit_duration integer, permissions text,
+      allowed_ips text, cap integer)
   ), ranked AS (
     SELECT input.*, row_number() OVER (PARTITION BY user_id ORDER BY n) - 1 AS before,
       coalesce((SELECT max_keys FROM user_policies p WHERE p.user_id = input.user_id), input.cap) AS user_cap
     FROM input
   )
   INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at, lineage,
-    rotated_at, enabled, meta, ratelimit_limit, ratelimit_duration)
+    rotated_at, enabled, meta, ratelimit_limit, ratelimit_duration, permissions, allowed_ips)
   SELECT id, secret_hash, user_id, level, name, created_at, expires_at, lineage, rotated_at, enabled,
-    meta, ratelimit_limit, ratelimit_duration
+    meta, ratelimit_limit, ratelimit_duration, permissions, allowed_ips
   FROM ranked r
   WHERE (SELECT keys FROM user_key_counts c WHERE c.user_id = r.user_id) + r.before < r.user_cap
     OR (SELECT count(*) FROM api_keys k WHERE k.user_id = r.user_id AND k.expires_at > r.created_at)
@@ -111,6 +112,8 @@ const creates: JobGroup<NewKey, 'inserted' | 'limit-reached'> = {
           meta: row.meta ?? null,
           ratelimit_limit: row.ratelimitLimit ?? null,
           ratelimit_duration: row.ratelimitDuration ?? null,
+          permissions: row.permissions ?? null,
+          allowed_ips: row.allowedIps ?? null,
           cap: limit,
         })),
       ),

@@ -23,6 +23,10 @@ export const apiKeys = sqliteTable(
     ratelimitLimit: integer('ratelimit_limit'),
     ratelimitDuration: integer('ratelimit_duration'),
     lastUsedAt: integer('last_used_at'),
+    // What the key may do (a JSON array of permission names, wildcards allowed); null: none.
+    permissions: text('permissions'),
+    // Where it may be used from (a JSON array of addresses and CIDR blocks); null: anywhere.
+    allowedIps: text('allowed_ips'),
   },
   (table) => [
     // Listing a user's keys newest first, keyset-paged on (created_at, id), walks this index; so does
@@ -108,6 +112,8 @@ export const userPolicies = sqliteTable('user_policies', {
   ratelimitDuration: integer('ratelimit_duration'),
   maxKeys: integer('max_keys'),
   maxLevel: integer('max_level'),
+  // The permissions the user's keys may hold (a JSON array, wildcards allowed); null: any.
+  permissions: text('permissions'),
 });
 
 /**

@@ -197,6 +197,8 @@ export function createSqliteApiKeyStore(
       meta: sql.placeholder('meta'),
       ratelimitLimit: sql.placeholder('ratelimitLimit'),
       ratelimitDuration: sql.placeholder('ratelimitDuration'),
+      permissions: sql.placeholder('permissions'),
+      allowedIps: sql.placeholder('allowedIps'),
     })
     .prepare();
   const insertRow = (row: ApiKeyRow) => {
@@ -207,6 +209,8 @@ export function createSqliteApiKeyStore(
       meta: row.meta ?? null,
       ratelimitLimit: row.ratelimitLimit ?? null,
       ratelimitDuration: row.ratelimitDuration ?? null,
+      permissions: row.permissions ?? null,
+      allowedIps: row.allowedIps ?? null,
     });
     if (row.credits) insertCredits.run({ lineage: lineageOf(row), ...row.credits });
   };
