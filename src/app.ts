@@ -23,6 +23,7 @@ import { domainErrorResponse, errorResponse, HttpError } from './http/errors';
 import { openApiDocument } from './http/openapi';
 import { referencePage } from './http/reference-page';
 import { contextOf } from './http/request-context';
+import { createUnavailableLog } from './http/unavailable-log';
 import type { PolicyService } from './policies/service';
 import type { UsageRecorder } from './usage/counter';
 import { usageRoutes } from './usage/routes';
@@ -89,12 +90,13 @@ export function createApp({
   keyEvents,
 }: AppDeps) {
   const routes = { service, maxExpiresInSeconds, events: allKeyEvents(createAuditLog(logger), keyEvents) };
+  const unavailable = createUnavailableLog(logger, clock);
   /** The one error mapping: an HttpError or a domain error as its JSON answer; anything else as 500, logged. */
   const answerError = (error: unknown, requestId: string | undefined): Response => {
     if (error instanceof HttpError) return errorResponse(error.status, error.message, error.headers);
     if (error instanceof DomainError) {
       if (error instanceof StoreUnavailableError) {
-        logger.warn('database unavailable', { requestId, code: error.code });
+        unavailable.record(requestId, error.code);
       }
       return domainErrorResponse(error);
     }

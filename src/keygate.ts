@@ -29,6 +29,7 @@ import { createSqliteSubjectStore } from './db/sqlite/subjects';
 import { createSqliteUsageStore } from './db/sqlite/usage-store';
 import { withHttpEdge } from './http/edge';
 import { MemoryRateLimiter } from './limits/memory-rate-limiter';
+import { PendingAdmissions } from './limits/pending-admissions';
 import { counterOf } from './limits/rate-limit';
 import { clientAddressOf } from './network/client-address';
 import { createPolicyCache } from './policies/cache';
@@ -247,6 +248,7 @@ export async function createKeygate(
         operatorRule: config.rateLimit,
         takeCredits: (pools, cost, now) => store.takeCredits(pools, cost, now),
         policyOf: policies.policyOf,
+        pending: new PendingAdmissions(),
         clock,
       },
     }),

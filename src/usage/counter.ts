@@ -1,6 +1,7 @@
 // Usage counts in memory: per key and UTC hour, what its verifications came to, and when it was last
 // used. Nothing here touches the disk: the flusher (flusher.ts) takes the counts every
-// USAGE_FLUSH_SECONDS and writes them in one write. A count costs a Map lookup and an increment: a
+// USAGE_FLUSH_SECONDS and writes them in slices of keys (`begin`, `nextSlice`, `sliceWritten`,
+// `settle`), or all in one (`take`, `settle`). A count costs a Map lookup and an increment: a
 // key's entry, allocated once per interval, holds its latest hour's counts itself (one object to reach
 // on every verification), and an earlier hour's only when the hour turns within the interval.
 import type { Clock } from '../core/clock';
@@ -96,8 +97,11 @@ export function createUsageCounter({
   onFull?: () => void;
 }) {
   let entries = new Map<string, Entry>();
-  /** Taken by a flush whose write has not committed yet: still the process's own, for reads. */
+  /** Taken by a flush and not committed yet: still the process's own, for reads. */
   let inFlight: Map<string, Entry> | undefined;
+  /** The flush's keys not handed out in a slice yet, and the slice last handed out. */
+  let handing: MapIterator<Entry> | undefined;
+  let slice: Entry[] = [];
   let dropped = 0;
   let toldFull = false;
   /** Where an unknown id's attempt is counted: never taken, written or read. */
@@ -150,6 +154,39 @@ export function createUsageCounter({
     if (entry.lastUsedAt === undefined || at > entry.lastUsedAt) entry.lastUsedAt = at;
   }
 
+  /**
+   * Starts a flush: memory starts afresh, while the taken counts stay visible to `pendingRows` and
+   * `lastUsedAt` until their slice is written or `settle` ends the flush.
+   */
+  function begin(): void {
+    if (inFlight !== undefined) throw new Error('a usage flush is already in flight');
+    inFlight = entries;
+    entries = new Map();
+    toldFull = false;
+    handing = inFlight.values();
+    slice = [];
+  }
+
+  /**
+   * The next slice of the flush begun: the hour rows and last uses of up to `maxKeys` keys not
+   * handed out yet; undefined once every key was.
+   */
+  function nextSlice(maxKeys: number): UsageBatch | undefined {
+    if (handing === undefined) throw new Error('no usage flush in flight');
+    slice = [];
+    const rows: UsageRow[] = [];
+    const lastUsed: UsageBatch['lastUsed'] = [];
+    while (slice.length < maxKeys) {
+      const next = handing.next();
+      if (next.done) break;
+      const entry = next.value;
+      slice.push(entry);
+      for (const bucket of bucketsOf(entry)) rows.push({ keyId: entry.keyId, ...copyOf(bucket) });
+      if (entry.lastUsedAt !== undefined) lastUsed.push({ keyId: entry.keyId, at: entry.lastUsedAt });
+    }
+    return slice.length === 0 ? undefined : { rows, lastUsed };
+  }
+
   return {
     /** Counts one attempt on an existing key (never call it for an id that names no key). */
     record(keyId: string, outcome: UsageOutcome): void {
@@ -193,28 +230,30 @@ export function createUsageCounter({
       bucketOf(nowhere, now - (now % HOUR_MS)).denied++;
     },
 
-    /**
-     * Takes everything counted so far for a flush: memory starts afresh, while the taken counts stay
-     * visible to `pendingRows` and `lastUsedAt` until `settle` says whether they were written.
-     */
-    take(): UsageBatch {
-      if (inFlight !== undefined) throw new Error('a usage flush is already in flight');
-      inFlight = entries;
-      entries = new Map();
-      toldFull = false;
-      const rows: UsageRow[] = [];
-      const lastUsed: UsageBatch['lastUsed'] = [];
-      for (const entry of inFlight.values()) {
-        for (const bucket of bucketsOf(entry)) rows.push({ keyId: entry.keyId, ...copyOf(bucket) });
-        if (entry.lastUsedAt !== undefined) lastUsed.push({ keyId: entry.keyId, at: entry.lastUsedAt });
-      }
-      return { rows, lastUsed };
+    begin,
+    nextSlice,
+
+    /** The slice last handed out was committed: its counts are the database's now, no longer ours. */
+    sliceWritten(): void {
+      for (const entry of slice) inFlight?.delete(entry.keyId);
+      slice = [];
     },
 
-    /** After the taken batch's write: forgotten when committed, counted again when it failed. */
+    /** Takes everything counted so far for a flush, in one batch (`settle` ends the flush). */
+    take(): UsageBatch {
+      begin();
+      return nextSlice(Number.POSITIVE_INFINITY) ?? { rows: [], lastUsed: [] };
+    },
+
+    /**
+     * Ends the flush: when `written`, whatever it took was committed and is forgotten; when its write
+     * failed, what was not committed yet (the failed slice and those after it) is counted again.
+     */
     settle(written: boolean): void {
       const taken = inFlight;
       inFlight = undefined;
+      handing = undefined;
+      slice = [];
       if (taken === undefined || written) return;
       for (const old of taken.values()) {
         const entry = entryOf(old.keyId);

@@ -1,8 +1,12 @@
-// Writes the usage counts every USAGE_FLUSH_SECONDS: everything counted since the previous flush in
-// one write, for all keys. A flush that fails puts its counts back (they go with the next one); a
-// kill -9 loses what was counted since the last flush that committed, at most one interval's worth.
-// Reads of the history pass through `read`, which never overlaps a flush: the counts are then either
-// in memory or in the database, never in both and never in neither.
+// Writes the usage counts every USAGE_FLUSH_SECONDS: everything counted since the previous flush, for
+// all keys, in slices of at most `sliceKeys` keys, each slice one write (on SQLite one job of the group
+// commit, so its own transaction), with the event loop free between two slices: a flush of 100k keys
+// never stops requests for longer than one slice takes. A slice that fails puts its counts and those
+// of the slices after it back (they go with the next flush); the slices committed before it stay
+// written. A kill -9 loses what was counted since the last committed slice, at most one interval's
+// worth. Reads of the history pass through `read`, which never overlaps a slice's write (reads run
+// between slices): the counts are then either in memory or in the database, never in both and never
+// in neither.
 import type { Logger } from '../core/log';
 import { MAX_KEYS_IN_MEMORY, type UsageCounter } from './counter';
 import type { UsageStore } from './store';
@@ -19,18 +23,34 @@ export const intervalTimer: FlushTimer = (tick, ms) => {
 
 export type UsageFlusher = ReturnType<typeof createUsageFlusher>;
 
+/**
+ * Keys per slice: on SQLite a key's upserts cost about 10 µs (several times that on a loaded machine),
+ * so a slice with its commit holds the event loop for a few ms, well under 20 ms
+ * (scripts/experiments/flush-pauses.ts); a flush of 100k keys is 400 commits, about a second.
+ */
+export const USAGE_SLICE_KEYS = 250;
+
+/** Lets the requests waiting on the event loop run between two slices. */
+export const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 export function createUsageFlusher({
   counter,
   store,
   intervalSeconds,
   timer = intervalTimer,
   logger,
+  sliceKeys = USAGE_SLICE_KEYS,
+  pause = nextTurn,
 }: {
-  counter: Pick<UsageCounter, 'take' | 'settle' | 'takeDropped'>;
+  counter: Pick<UsageCounter, 'begin' | 'nextSlice' | 'sliceWritten' | 'settle' | 'takeDropped'>;
   store: Pick<UsageStore, 'writeUsage'>;
   intervalSeconds: number;
   timer?: FlushTimer;
   logger: Pick<Logger, 'warn'>;
+  /** The most keys one write carries. */
+  sliceKeys?: number;
+  /** Waits between two slices (the next turn of the event loop); tests inject one. */
+  pause?: () => Promise<void>;
 }) {
   /** The flush under way or waiting for readers; a flush asked for meanwhile joins the next one. */
   let running: Promise<void> | undefined;
@@ -41,22 +61,42 @@ export function createUsageFlusher({
   let readers = 0;
   let readersEnded: (() => void) | undefined;
 
-  async function flushOnce(): Promise<void> {
+  /** Holds reads off, and waits for those under way, until `openToReads`. */
+  async function closeToReads(): Promise<void> {
     flushing = true;
-    let endFlush = () => {};
     flushEnded = new Promise((resolve) => {
       endFlush = resolve;
     });
+    if (readers > 0) {
+      await new Promise<void>((resolve) => {
+        readersEnded = resolve;
+      });
+    }
+  }
+  let endFlush = () => {};
+  function openToReads(): void {
+    flushing = false;
+    endFlush();
+  }
+
+  async function flushOnce(): Promise<void> {
     try {
-      if (readers > 0) {
-        await new Promise<void>((resolve) => {
-          readersEnded = resolve;
-        });
-      }
-      const batch = counter.take();
+      await closeToReads();
+      counter.begin();
       try {
         // Nothing counted, nothing written: an idle keygate does not write every interval.
-        if (batch.rows.length > 0 || batch.lastUsed.length > 0) await store.writeUsage(batch);
+        let batch = counter.nextSlice(sliceKeys);
+        while (batch !== undefined) {
+          if (batch.rows.length > 0 || batch.lastUsed.length > 0) await store.writeUsage(batch);
+          counter.sliceWritten();
+          batch = counter.nextSlice(sliceKeys);
+          if (batch !== undefined) {
+            // Requests, and reads of the history, run between two slices.
+            openToReads();
+            await pause();
+            await closeToReads();
+          }
+        }
         counter.settle(true);
       } catch (error) {
         counter.settle(false);
@@ -72,8 +112,7 @@ export function createUsageFlusher({
         });
       }
     } finally {
-      flushing = false;
-      endFlush();
+      openToReads();
     }
   }
 

@@ -1,18 +1,28 @@
 // What a key may still do once its verification would be VALID: the rate limits first (the key's own
 // and the operator's RATE_LIMIT, counted on its lineage so a key and its successor share them, and its
 // user's policy's, one window for all the user's keys), then the credits (the key's pool and its
-// user's policy's pool), taken last so that no other refusal takes any. A refusal for credits gives
-// the rate limit's admission back. A key with none of these makes no call at all (and so no database
-// round trip).
+// user's policy's pool), taken last so that no other refusal takes any. Only VALID answers use the
+// limit (§15.4): a verification whose pool visibly cannot pay (the credits read with the key or the
+// policy, refills applied, below its cost) is only checked against the limits, never admitted; any
+// other refusal for credits gives its admission back, and until it has, the admission is pending, so
+// a verification refused by the limiter meanwhile waits for it and is decided again. A key with none
+// of these makes no call at all (and so no database round trip).
 import { lineageOf, rateLimitOf } from '../apikeys/settings';
 import type { ApiKeyRow } from '../apikeys/store';
 import type { StoredPolicy } from '../apikeys/user-policy';
 import type { Clock } from '../core/clock';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
-import type { CreditPools, PoolsTake } from '../limits/credits';
+import {
+  type CreditPools,
+  type CreditsPool,
+  effectiveCredits,
+  nextRefillAt,
+  type PoolsTake,
+  type StoredCredits,
+} from '../limits/credits';
+import type { PendingAdmissions } from '../limits/pending-admissions';
 import {
   type CountedLimit,
-  consumeIfLimited,
   limitsOfKey,
   type RateLimiter,
   type RateLimitRule,
@@ -50,8 +60,13 @@ export type UsageLimits = {
   takeCredits(pools: CreditPools, cost: number, now: number): Promise<PoolsTake | undefined>;
   /** The operator's policy of a user (at once when known); none when left out. */
   policyOf?: (userId: number) => SyncOrAsync<StoredPolicy | undefined>;
+  /** The admissions of this process still waiting for their credits take. */
+  pending: PendingAdmissions;
   clock: Clock;
 };
+
+/** How many times a verification refused while admissions were pending waits for them and asks again. */
+const SETTLE_ROUNDS = 8;
 
 const ALLOWED: LimitsOutcome = Object.freeze({ allowed: true });
 
@@ -88,41 +103,131 @@ function limitedBy(
   const lineage = lineageOf(row);
   // Built anew each time: a WeakMap keeping them per cached row cost more to look up (and to collect).
   const counted = limitsOfKey({ lineage, own, userId: row.userId, user, operator: limits.operatorRule });
-  return andThen(consumeIfLimited(limits.limiter, counted), (decision) => {
-    const ratelimit = decision && reportOf(decision, counted);
-    if (decision !== undefined && ratelimit !== undefined && !decision.allowed) {
-      return {
-        allowed: false,
-        code: 'RATE_LIMITED',
-        ratelimit,
-        retryAfter: decision.retryAfterSeconds,
-      } as const;
+  const paying = row.credits != null || userPool;
+  const short = paying ? visiblyShort(limits, row.credits, policy?.credits, cost) : undefined;
+  if (short !== undefined) {
+    // Refused for credits whatever the limits say: checked against them (RATE_LIMITED comes first),
+    // never admitted, so it holds no slot another verification needs.
+    const checked = counted.length === 0 ? undefined : settling(limits, counted, false);
+    return andThen(checked, (decision) => rateLimited(decision, counted) ?? short);
+  }
+  // A paying verification's admission is pending from the moment the limiter answers (not a
+  // microtask later, when a refusal of the same batch may already be looking for it) until its take
+  // has settled and any refund is done.
+  let settle: (() => void) | undefined;
+  const held = paying
+    ? () => {
+        settle = limits.pending.hold(counted);
+      }
+    : undefined;
+  return andThen(
+    counted.length === 0 ? undefined : settling(limits, counted, true, held),
+    (decision): SyncOrAsync<LimitsOutcome> => {
+      const refusal = rateLimited(decision, counted);
+      if (refusal !== undefined) return refusal;
+      const ratelimit = decision && reportOf(decision, counted);
+      const allowed: LimitsOutcome & { allowed: true } =
+        ratelimit === undefined ? { allowed: true } : { allowed: true, ratelimit };
+      if (!paying) return allowed;
+      const pools: CreditPools = {};
+      if (row.credits != null) pools.key = lineage;
+      if (userPool) pools.user = row.userId;
+      const settled = <T>(value: SyncOrAsync<T>): SyncOrAsync<T> => {
+        if (settle === undefined) return value;
+        if (!(value instanceof Promise)) {
+          settle();
+          return value;
+        }
+        return value.finally(settle);
+      };
+      return limits.takeCredits(pools, cost, limits.clock()).then(
+        (take): SyncOrAsync<LimitsOutcome> => {
+          // Removed by an update since the key was read: nothing to take from.
+          if (take === undefined) return settled(allowed);
+          const credits: CreditsReport = { remaining: take.credits.remaining, scope: take.pool };
+          if (take.taken) return settled({ ...allowed, credits });
+          const refused: LimitsOutcome = {
+            allowed: false,
+            code: 'USAGE_EXCEEDED',
+            credits,
+            ...(take.nextRefillAt === undefined
+              ? {}
+              : { retryAfter: wholeSecondsUntil(take.nextRefillAt, limits.clock()) }),
+          };
+          return settled(andThen(refundOf(limits, counted, decision), () => refused));
+        },
+        (error: unknown) =>
+          settled(andThen(refundOf(limits, counted, decision), () => Promise.reject(error))),
+      );
+    },
+  );
+}
+
+/**
+ * The limiter's verdict (`consume` when `take`, else `check`); when it refuses while admissions on
+ * these counters are pending (waiting for their credits take, which may give them back), waits for
+ * those to settle and asks again, a few rounds at most. `held` is told of an admission at once.
+ */
+function settling(
+  limits: UsageLimits,
+  counted: readonly CountedLimit[],
+  take: boolean,
+  held?: () => void,
+  round = 0,
+): SyncOrAsync<RateLimitVerdict> {
+  const asked = take ? limits.limiter.consume(counted) : limits.limiter.check(counted);
+  return andThen(asked, (decision) => {
+    if (decision.allowed) {
+      if (decision.ticket !== undefined) held?.();
+      return decision;
     }
-    const allowed: LimitsOutcome & { allowed: true } =
-      ratelimit === undefined ? { allowed: true } : { allowed: true, ratelimit };
-    const pools: CreditPools = {};
-    if (row.credits != null) pools.key = lineage;
-    if (userPool) pools.user = row.userId;
-    if (pools.key === undefined && pools.user === undefined) return allowed;
-    return limits.takeCredits(pools, cost, limits.clock()).then(
-      (take): SyncOrAsync<LimitsOutcome> => {
-        // Removed by an update since the key was read: nothing to take from.
-        if (take === undefined) return allowed;
-        const credits: CreditsReport = { remaining: take.credits.remaining, scope: take.pool };
-        if (take.taken) return { ...allowed, credits };
-        const refused: LimitsOutcome = {
-          allowed: false,
-          code: 'USAGE_EXCEEDED',
-          credits,
-          ...(take.nextRefillAt === undefined
-            ? {}
-            : { retryAfter: wholeSecondsUntil(take.nextRefillAt, limits.clock()) }),
-        };
-        return andThen(refundOf(limits, counted, decision), () => refused);
-      },
-      (error: unknown) => andThen(refundOf(limits, counted, decision), () => Promise.reject(error)),
-    );
+    const pending = round < SETTLE_ROUNDS ? limits.pending.settled(counted) : undefined;
+    return pending === undefined
+      ? decision
+      : pending.then(() => settling(limits, counted, take, held, round + 1));
   });
+}
+
+/** The RATE_LIMITED answer of a refused decision; undefined when it passed (or there was none). */
+function rateLimited(
+  decision: RateLimitVerdict | undefined,
+  counted: readonly CountedLimit[],
+): LimitsOutcome | undefined {
+  if (decision === undefined || decision.allowed) return undefined;
+  return {
+    allowed: false,
+    code: 'RATE_LIMITED',
+    ratelimit: reportOf(decision, counted),
+    retryAfter: decision.retryAfterSeconds,
+  };
+}
+
+/**
+ * USAGE_EXCEEDED when a pool, as read with the key or the policy and with its due refills applied,
+ * holds less than `cost`: the stored count only falls between refills (an update that raises it
+ * reaches every replica's cache within a second), so the store's take would refuse too. The user's
+ * pool is asked first, as the take does. Undefined when each pool looks able to pay.
+ */
+function visiblyShort(
+  limits: UsageLimits,
+  keyCredits: StoredCredits | null | undefined,
+  userCredits: StoredCredits | null | undefined,
+  cost: number,
+): LimitsOutcome | undefined {
+  const now = limits.clock();
+  const shortOf = (stored: StoredCredits | null | undefined, scope: CreditsPool) => {
+    if (stored == null) return undefined;
+    const { remaining } = effectiveCredits(stored, now);
+    if (remaining >= cost) return undefined;
+    const refill = nextRefillAt(stored, now);
+    return {
+      allowed: false,
+      code: 'USAGE_EXCEEDED',
+      credits: { remaining, scope },
+      ...(refill === undefined ? {} : { retryAfter: wholeSecondsUntil(refill, now) }),
+    } as const;
+  };
+  return shortOf(userCredits, 'user') ?? shortOf(keyCredits, 'key');
 }
 
 /** Gives a refused verification's admission back: only VALID answers use the limit. */

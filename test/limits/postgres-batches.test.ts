@@ -130,6 +130,70 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('rate-limit decisions in one batch',
     }
   });
 
+  it('keeps the admissions of a shared counter made before a refused decision of the batch', async () => {
+    const [batched, single] = (await pools(2, true)) as [SQL, SQL];
+    // The user's limit 3 is shared by key f (no limit of its own) and key e, whose own limit of 1
+    // is used up: e's decisions are refused, and f's on either side of them share user:u.
+    for (const sql of [batched, single])
+      await sql`SELECT * FROM keygate_rate_limit(${sql.array(['key:e'], 'TEXT')}, ${sql.array([1], 'INT')},
+        ${sql.array([60_000], 'BIGINT')}, true, ${T0}::bigint)`;
+    const f = [{ counter: 'user:u', limit: 3 }];
+    const e = [
+      { counter: 'key:e', limit: 1 },
+      { counter: 'user:u', limit: 3 },
+    ];
+    const decisions = [f, e, f, e, f];
+    const flat = decisions.flatMap((limits, d) => limits.map((limit) => ({ ...limit, d: d + 1 })));
+    const admitted: boolean[][] = [];
+    for (let call = 0; call < 4; call++) {
+      const rows = (await batched`SELECT decision, counter, allowed, remaining FROM keygate_rate_limit_batch(
+        ${batched.array(
+          flat.map((entry) => entry.d),
+          'INT',
+        )}, ${batched.array(
+          flat.map((entry) => entry.counter),
+          'TEXT',
+        )}, ${batched.array(
+          flat.map((entry) => entry.limit),
+          'INT',
+        )}, ${batched.array(
+          flat.map(() => 60_000),
+          'BIGINT',
+        )}, ${batched.array(
+          decisions.map(() => T0 + 1000 * (call + 1)),
+          'BIGINT',
+        )})`) as DecisionRow[];
+      admitted.push(rows.filter((row) => row.counter === 'user:u').map((row) => row.allowed));
+      // The same decisions one call each give the same answers.
+      const expected: boolean[] = [];
+      for (const limits of decisions) {
+        const [first] = (await single`SELECT allowed FROM keygate_rate_limit(${single.array(
+          limits.map((limit) => limit.counter),
+          'TEXT',
+        )}, ${single.array(
+          limits.map((limit) => limit.limit),
+          'INT',
+        )}, ${single.array(
+          limits.map(() => 60_000),
+          'BIGINT',
+        )}, true, ${T0 + 1000 * (call + 1)}::bigint)`) as DecisionRow[];
+        expected.push(first?.allowed ?? false);
+      }
+      expect(admitted[call]).toEqual(expected);
+    }
+    // Four calls of F, E, F, E, F against a user limit of 3: 3 admissions in all, not 3 per call.
+    expect(admitted).toEqual([
+      [true, false, true, false, true],
+      [false, false, false, false, false],
+      [false, false, false, false, false],
+      [false, false, false, false, false],
+    ]);
+    const [stored] =
+      (await batched`SELECT remaining FROM keygate_rate_limit(${batched.array(['user:u'], 'TEXT')},
+      ${batched.array([3], 'INT')}, ${batched.array([60_000], 'BIGINT')}, false, ${T0 + 5000}::bigint)`) as DecisionRow[];
+    expect(stored?.remaining).toBe(0);
+  });
+
   it("gives the limiter's admissions of one turn their answers in order", async () => {
     const [sql] = (await pools(1)) as [SQL];
     const limiter = createPostgresRateLimiter(sql);

@@ -21,6 +21,39 @@ async function twoReplicas() {
   return (await startReplicas(url, 2)) as [Replica, Replica];
 }
 
+/**
+ * Over `count` replicas, user `userId` with the policy's limit `limit` per 2 s and two keys: `spent`,
+ * whose own limit of 1 is used up, and `free`, with no limit of its own. `windows` bursts of
+ * 3 × `limit` verifications, the keys interleaved (free, spent, free, …) and spread over the replicas,
+ * each pair of verifications to the next replica, each burst 2.3 s after the last one so that it meets an empty window: the VALID answers of each.
+ */
+async function interleavedBursts(count: number, userId: number, limit: number, windows: number) {
+  const { url } = await freshReplicaDatabase('user_policies');
+  const replicas = await startReplicas(url, count);
+  const a = replicas[0] as Replica;
+  const [spent, free] = await userWithTwoKeys(a, userId, { ratelimit: { limit, duration: 2 } });
+  const limited = await a.req('PATCH', `/apikeys/${spent.key}/jwt`, {
+    headers: await bearerFor(userId),
+    body: { ratelimit: { limit: 1, duration: 3600 } },
+  });
+  expect(limited.status).toBe(200);
+  expect((await verify(a, spent)).json.code).toBe('VALID');
+  await Bun.sleep(2300);
+  const valid: number[] = [];
+  for (let window = 0; window < windows; window++) {
+    const answers = await Promise.all(
+      Array.from({ length: 3 * limit }, (_, i) =>
+        verify(replicas[Math.floor(i / 2) % replicas.length] as Replica, i % 2 === 0 ? free : spent),
+      ),
+    );
+    valid.push(answers.filter((answer) => answer.json.code === 'VALID').length);
+    // The spent key's own limit refuses it every time.
+    expect(answers.filter((answer, i) => i % 2 === 1 && answer.json.code === 'VALID')).toHaveLength(0);
+    await Bun.sleep(2300);
+  }
+  return valid;
+}
+
 type Key = { key: string; secret: string };
 
 /** User `userId` with `policy` (put on replica `a`) and two keys of their own. */
@@ -70,6 +103,26 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('a user’s policy over two replicas
     const refused = answers.find((answer) => answer.json.code === 'RATE_LIMITED');
     expect(refused?.json.ratelimit).toMatchObject({ limit, remaining: 0, scope: 'user' });
   });
+
+  it('holds the shared limit exactly in every window when a key refused by its own limit is interleaved, over two replicas', async () => {
+    const limit = 20;
+    const valid = await interleavedBursts(2, 53, limit, 5);
+    console.log(`two replicas, user limit ${limit}, VALID per window:`, valid);
+    for (const count of valid) {
+      expect(count).toBeLessThanOrEqual(limit);
+      expect(count).toBeGreaterThanOrEqual(Math.floor(0.9 * limit));
+    }
+  }, 60_000);
+
+  it('holds the shared limit exactly in every window when a key refused by its own limit is interleaved, over three replicas', async () => {
+    const limit = 30;
+    const valid = await interleavedBursts(3, 54, limit, 5);
+    console.log(`three replicas, user limit ${limit}, VALID per window:`, valid);
+    for (const count of valid) {
+      expect(count).toBeLessThanOrEqual(limit);
+      expect(count).toBeGreaterThanOrEqual(Math.floor(0.9 * limit));
+    }
+  }, 60_000);
 
   it('never takes more from the shared pool than it holds, and takes all of it, over two keys and two replicas', async () => {
     const [a, b] = await twoReplicas();

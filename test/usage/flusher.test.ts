@@ -1,8 +1,10 @@
-// The usage flusher: one write per interval for all keys, driven by its timer; a failed write keeps
-// its counts for the next; a read of the history never overlaps a flush; stop writes what is left.
+// The usage flusher: one flush per interval for all keys, driven by its timer, written in slices of
+// at most sliceKeys keys with the event loop free between two; a failed slice keeps its counts and
+// those after it for the next flush; a read of the history never overlaps a slice's write; stop
+// writes what is left.
 import { describe, expect, it } from 'bun:test';
 import { createUsageCounter, type UsageBatch } from '../../src/usage/counter';
-import { createUsageFlusher, type FlushTimer } from '../../src/usage/flusher';
+import { createUsageFlusher, type FlushTimer, USAGE_SLICE_KEYS } from '../../src/usage/flusher';
 
 const T0 = Date.parse('2026-11-22T10:15:00.000Z');
 
@@ -17,8 +19,18 @@ function deferred<T = void>() {
   return { promise, resolve, reject };
 }
 
-function setup({ failWrites = 0 } = {}) {
-  const counter = createUsageCounter({ clock: () => T0 });
+function setup({
+  failWrites = 0,
+  failWrite = -1,
+  sliceKeys,
+  pause,
+}: {
+  failWrites?: number;
+  failWrite?: number;
+  sliceKeys?: number;
+  pause?: () => Promise<void>;
+} = {}) {
+  const counter = createUsageCounter({ clock: () => T0, maxKeys: 200_000 });
   const writes: UsageBatch[] = [];
   let failures = failWrites;
   /** When set, the next write waits for it. */
@@ -27,7 +39,7 @@ function setup({ failWrites = 0 } = {}) {
     async writeUsage(batch: UsageBatch) {
       writes.push(batch);
       if (gate) await gate;
-      if (failures > 0) {
+      if (failures > 0 || writes.length - 1 === failWrite) {
         failures--;
         throw Object.assign(new Error('down'), { code: 'ECONNREFUSED' });
       }
@@ -48,6 +60,8 @@ function setup({ failWrites = 0 } = {}) {
     intervalSeconds: 7,
     timer: fakeTimer,
     logger: { warn: (msg: string, fields?: unknown) => warnings.push([msg, fields]) },
+    ...(sliceKeys === undefined ? {} : { sliceKeys }),
+    ...(pause === undefined ? {} : { pause }),
   });
   return {
     counter,
@@ -147,6 +161,79 @@ describe('usage flusher', () => {
     expect(timer.cancelled).toBe(true);
     expect(writes).toHaveLength(1);
     expect(writes[0]?.rows[0]?.denied).toBe(1);
+  });
+
+  it('writes a flush of 100k keys in slices of at most USAGE_SLICE_KEYS keys, the event loop free between two', async () => {
+    const turns: number[] = [];
+    const { counter, writes, flusher } = setup({
+      // The default pause is the next turn of the event loop; this one also says when it came.
+      pause: () =>
+        new Promise((resolve) => {
+          turns.push(writes.length);
+          setImmediate(resolve);
+        }),
+    });
+    for (let i = 0; i < 100_000; i++) counter.record(`key${i}`, 'valid');
+    await flusher.flush();
+    expect(writes).toHaveLength(Math.ceil(100_000 / USAGE_SLICE_KEYS));
+    expect(Math.max(...writes.map((batch) => new Set(batch.rows.map((row) => row.keyId)).size))).toBe(
+      USAGE_SLICE_KEYS,
+    );
+    expect(new Set(writes.flatMap((batch) => batch.rows.map((row) => row.keyId))).size).toBe(100_000);
+    // One pause after every slice but the last.
+    expect(turns).toEqual(Array.from({ length: writes.length - 1 }, (_, i) => i + 1));
+    expect(counter.size).toBe(0);
+  });
+
+  it('a slice that fails puts back its counts and those after it; the slices before it stay written', async () => {
+    const { counter, writes, warnings, flusher } = setup({ sliceKeys: 2, failWrite: 1 });
+    for (const key of ['a', 'b', 'c', 'd', 'e']) counter.record(key, 'valid');
+    await flusher.flush();
+    expect(writes.map((batch) => batch.rows.map((row) => row.keyId))).toEqual([
+      ['a', 'b'],
+      ['c', 'd'],
+    ]);
+    expect(warnings.map(([msg]) => msg)).toEqual(['usage flush failed; its counts go with the next one']);
+    // a and b were committed: only c, d and e go with the next flush, each counted once.
+    expect(counter.pendingRows('a')).toEqual([]);
+    expect(counter.pendingRows('c').map((row) => row.valid)).toEqual([1]);
+    await flusher.flush();
+    expect(writes.slice(2).map((batch) => batch.rows.map((row) => [row.keyId, row.valid]))).toEqual([
+      [
+        ['c', 1],
+        ['d', 1],
+      ],
+      [['e', 1]],
+    ]);
+  });
+
+  it('lets a read run between two slices, and the read sees each count once', async () => {
+    const between = deferred();
+    const resume = deferred();
+    let paused = false;
+    const { counter, writes, flusher } = setup({
+      sliceKeys: 1,
+      pause: () => {
+        if (paused) return Promise.resolve();
+        paused = true;
+        between.resolve();
+        return resume.promise;
+      },
+    });
+    counter.record('a', 'valid');
+    counter.record('b', 'valid');
+    const flushing = flusher.flush();
+    await between.promise;
+    expect(writes).toHaveLength(1);
+    // a is in the database now, b still in memory: a read between the slices runs at once.
+    const read = await flusher.read(async () => [
+      counter.pendingRows('a').length,
+      counter.pendingRows('b').length,
+    ]);
+    expect(read).toEqual([0, 1]);
+    resume.resolve();
+    await flushing;
+    expect(writes).toHaveLength(2);
   });
 
   it('logs the attempts dropped past the bound on keys', async () => {

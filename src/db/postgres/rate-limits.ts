@@ -3,8 +3,8 @@
 // and otherwise decides again under the counters' row locks, counting the verification only when every
 // limit allows it: replicas never admit more than a limit together, and their own clocks never matter.
 // The admissions of one turn of the event loop go as one call (keygate_rate_limit_batch, migration
-// 0006), decided in order in one transaction. The windows follow the same rule as the in-memory
-// limiter (src/limits/sliding-window.ts). Called only for a verification under a limit. A database that
+// 0006), decided in order in one transaction (the function as migration 0008 replaced it). The
+// windows follow the same rule as the in-memory limiter (src/limits/sliding-window.ts). Called only for a verification under a limit. A database that
 // cannot answer rejects with StoreUnavailableError, as the key store does.
 import type { SQL } from 'bun';
 import type { Clock } from '../../core/clock';
@@ -69,7 +69,7 @@ export function createPostgresRateLimiter(sql: SQL, { clock }: { clock?: Clock }
   }
 
   // The admissions of one turn of the event loop: one call, decided in order in one transaction
-  // (keygate_rate_limit_batch, migration 0006), each decision seeing the ones before it.
+  // (keygate_rate_limit_batch, migration 0008), each decision seeing the ones before it.
   const consumeInBatch = sameTurnBatches<
     { limits: readonly CountedLimit[]; now: number | null },
     RateLimitVerdict
