@@ -78,18 +78,18 @@ describe('a refusal for credits', () => {
     };
     const paying = await keyOf({ credits: { remaining: 5 } });
     const free = await keyOf({});
-    // 10 of the paying key fill the user's window first; 5 of them are refused for credits, and the
-    // free key's 5 verifications, which arrive meanwhile, get their slots.
+    // The paying key can pass 5 times (its credits), so the window of 10 always has room for the free
+    // key's 5: whichever order the 15 are decided in, they are all VALID. The paying key's other 5 are
+    // refused, for credits or (when the free key's took their slots first) for the full window.
     const answers = await Promise.all([
       ...Array.from({ length: 10 }, () => verify(paying, 1)),
       ...Array.from({ length: 5 }, () => verify(free, 1)),
     ]);
     const codes = answers.map((answer) => answer.json.code);
-    expect(codes.slice(0, 10).sort()).toEqual([
-      ...Array(5).fill('USAGE_EXCEEDED'),
-      ...Array(5).fill('VALID'),
-    ]);
     expect(codes.slice(10)).toEqual(Array(5).fill('VALID'));
+    expect(codes.slice(0, 10).filter((code) => code === 'VALID')).toHaveLength(5);
+    const refused = codes.slice(0, 10).filter((code) => code !== 'VALID');
+    expect(refused.every((code) => code === 'USAGE_EXCEEDED' || code === 'RATE_LIMITED')).toBe(true);
   });
 
   it('still answers RATE_LIMITED first when the window is full, whatever the credits', async () => {
