@@ -4,6 +4,7 @@
 import { Elysia } from 'elysia';
 import { ErrorResponse } from '../apikeys/model';
 import { readBearer, readKeyAndSecret } from '../auth/credentials';
+import { tokenRefusalSentence } from '../auth/token-users';
 import { LEVEL_RULE } from '../core/levels';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
 import { queryOf } from '../http/edge';
@@ -141,7 +142,7 @@ function refusal(verdict: Verdict): string {
     case 'INSUFFICIENT_LEVEL':
       return `This credential is level ${verdict.principal.level}, below the level required here.`;
     case 'INVALID_TOKEN':
-      return 'The token is not valid.';
+      return tokenRefusalSentence(verdict.reason);
     case 'EXPIRED':
       return 'The API key has expired.';
     case 'DISABLED':
