@@ -6,12 +6,17 @@ import { type RunningServer, serve } from '../serve';
 import { databaseShown } from './database';
 import { StartupError } from './errors';
 
-/** `recordUsage`: off only in the bench's own build (bench/keygate-entry.ts). */
+/**
+ * `recordUsage`: off only in the bench's own build (bench/keygate-entry.ts). `warnings` are logged
+ * first, and written out at once so that they show even when the start then fails.
+ */
 export async function runServer(
   config: Config,
-  { recordUsage }: { recordUsage?: boolean } = {},
+  { recordUsage, warnings = [] }: { recordUsage?: boolean; warnings?: string[] } = {},
 ): Promise<number> {
   const logger = createLogger(config.logLevel);
+  for (const warning of warnings) logger.warn(warning);
+  logger.flush();
   let server: RunningServer;
   try {
     // With an identity provider's keys no secret is read or created.
