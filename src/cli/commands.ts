@@ -53,7 +53,8 @@ export const COMMANDS: Record<Command, CommandSpec> = {
     examples: ['keygate migrate --database-url /var/lib/keygate/keygate.db'],
   },
   backup: {
-    summary: 'copy the SQLite database to a new file, consistently, even while it serves',
+    summary:
+      'copy the SQLite database to a new file, consistently, even while it serves, and the generated JWT secret to FILE.jwt-secret',
     usage: 'keygate backup FILE [--database-url PATH]',
     argument: 'FILE',
     examples: [
