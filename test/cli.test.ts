@@ -179,6 +179,20 @@ describe('settings', () => {
       taken.stop(true);
     }
   });
+  it('leaves no data directory, database or secret behind when the port is taken', () => {
+    const taken = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+    try {
+      // The default DATABASE_URL (./data/keygate.db) and no JWT_SECRET: a start would create both.
+      const result = keygate(['serve'], { HOST: '127.0.0.1', PORT: String(taken.port) });
+      expect(result.code).toBe(2);
+      expect(result.stderr).toBe(
+        `keygate: cannot listen on 127.0.0.1:${taken.port}: port ${taken.port} is already in use there (another keygate?).\n`,
+      );
+      expect(readdirSync(result.cwd)).toEqual([]);
+    } finally {
+      taken.stop(true);
+    }
+  });
 });
 
 describe('keygate token', () => {

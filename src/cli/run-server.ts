@@ -19,6 +19,9 @@ export async function runServer(
   logger.flush();
   let server: RunningServer;
   try {
+    // Before the data directory, the database or the secret exist: a start that cannot listen
+    // must leave nothing behind (the port taken by another keygate is the usual case).
+    probeListen(config);
     // With an identity provider's keys no secret is read or created.
     const jwtSecret = config.jwtKeySource === 'secret' ? resolveJwtSecret(config) : undefined;
     server = await serve(config, { jwtSecret, logger, recordUsage });
@@ -55,6 +58,11 @@ export async function runServer(
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
   });
+}
+
+/** Binds HOST:PORT and lets go at once; throws Bun's listen error (code, syscall) when it cannot. */
+function probeListen(config: Config): void {
+  Bun.listen({ hostname: config.host, port: config.port, socket: { data() {} } }).stop(true);
 }
 
 // Bun's own message for these is the same for all ("Is port 0 in use?"); the code says which.
