@@ -48,7 +48,7 @@ ARG CREATED=""
 ARG SOURCE=""
 
 LABEL org.opencontainers.image.title="keygate" \
-      org.opencontainers.image.description="The API-key service: create and delete API keys over HTTP, one self-contained binary." \
+      org.opencontainers.image.description="API keys for your backend: create, verify, limit and manage them over HTTP, one self-contained binary." \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.created="${CREATED}" \

@@ -5,7 +5,6 @@ import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { createJwtAuthority } from '../src/auth/jwt';
 import { systemClock } from '../src/core/clock';
-import type { PeerKeys } from './figures';
 import type { Options } from './options';
 import { seedKeys } from './seed';
 
@@ -65,6 +64,9 @@ export type CaseName =
 export const FAIRNESS_CASES: CaseName[] = ["fairness: another user's create", 'fairness baseline'];
 
 export type Ceiling = 'GET' | 'POST';
+
+/** How the first round made the peer's verify keys; later rounds make as many, however long it takes. */
+export type PeerKeys = { created: number; ms: number; used: number };
 
 /** What answers a case: keygate itself, or the yardsticks it is compared with. */
 export type Server =

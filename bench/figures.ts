@@ -31,9 +31,6 @@ export type Startup = { medianMs: number; minMs: number; maxMs: number };
 /** keygate's RSS per database: at idle before each run, and the high-water mark after it. */
 export type Memory = Record<string, { idleKb: number[]; peakKb: number[] }>;
 
-/** How the first round made the peer's verify keys; later rounds make as many, however long it takes. */
-export type PeerKeys = { created: number; ms: number; used: number };
-
 export type Slice = Figures & { startedMs: number; endedMs: number };
 export type SlicePhase = 'before' | 'during' | 'after';
 

@@ -7,13 +7,13 @@ import {
   OWN_DATABASE,
   PEER_PREPARE_MS,
   PEER_VERIFY_KEYS,
+  type PeerKeys,
   PURGE_KEYS,
 } from './cases';
 import {
   type Figures,
   type Memory,
   median,
-  type PeerKeys,
   type PurgeResult,
   type Run,
   type SlicePhase,

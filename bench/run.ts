@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { type Ceiling, cases, databasesOf, PEER_DIR, prepareFixtures } from './cases';
+import { type Ceiling, cases, databasesOf, PEER_DIR, type PeerKeys, prepareFixtures } from './cases';
 import {
   type Bench,
   cleanUp,
@@ -33,7 +33,7 @@ import {
   waitFor200,
   wrk,
 } from './driver';
-import type { Figures, Memory, PeerKeys, Run } from './figures';
+import type { Figures, Memory, Run } from './figures';
 import { parseOptions } from './options';
 import { measurePurge } from './purge';
 import { fixed, renderReport, resultsFile, thousands } from './report';

@@ -2,7 +2,7 @@
 // flags and stray words named as such, every bad setting at once, listen failures said plainly,
 // `token` that never invents a secret, `purge` that never creates a database, and `config`.
 import { afterAll, describe, expect, it } from 'bun:test';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pkg from '../package.json' with { type: 'json' };
@@ -104,6 +104,46 @@ describe('help and version', () => {
     }
   });
 
+  it.each([
+    ['serve', Object.keys(SETTINGS)],
+    ['config', Object.keys(SETTINGS)],
+    [
+      'token',
+      [
+        'JWT_SECRET',
+        'JWT_SECRET_FILE',
+        'DATABASE_URL',
+        'DATABASE_URL_FILE',
+        'JWT_USER_IDS',
+        'JWT_ISSUER',
+        'JWT_AUDIENCE',
+        'MAX_EXPIRES_IN_SECONDS',
+      ],
+    ],
+    ['purge', ['DATABASE_URL', 'DATABASE_URL_FILE', 'DATABASE_POOL_SIZE']],
+    ['migrate', ['DATABASE_URL', 'DATABASE_URL_FILE', 'DATABASE_POOL_SIZE']],
+    ['backup', ['DATABASE_URL', 'DATABASE_URL_FILE', 'JWT_SECRET', 'JWT_SECRET_FILE']],
+    ['healthcheck', ['HOST', 'PORT', 'BASE_PATH']],
+  ])('keygate %s --help lists only the settings it reads', (command, expected) => {
+    const { stdout, code } = keygate([command, '--help']);
+    expect(code).toBe(0);
+    const listed = stdout.split('\n').flatMap((line) => /^ {2}([A-Z][A-Z0-9_]*), --/.exec(line)?.[1] ?? []);
+    expect(listed).toEqual(expected);
+    // Only a command that leaves settings out says so.
+    expect(stdout.includes('the other settings do not apply here')).toBe(
+      expected.length < Object.keys(SETTINGS).length,
+    );
+  });
+
+  it('says what keygate is in one tagline: the help, package.json and the image label', () => {
+    const tagline =
+      'API keys for your backend: create, verify, limit and manage them over HTTP, one self-contained binary.';
+    expect(pkg.description).toBe(tagline);
+    expect(keygate(['--help']).stdout).toStartWith(`keygate ${pkg.version} — ${tagline}\n`);
+    const dockerfile = readFileSync(join(import.meta.dir, '..', 'Dockerfile'), 'utf8');
+    expect(dockerfile).toContain(`org.opencontainers.image.description="${tagline}"`);
+  });
+
   it('--version names the version, the commit ("unknown" from source) and Bun', () => {
     expect(keygate(['--version']).stdout).toBe(
       `keygate ${pkg.version} (commit unknown, bun ${Bun.version})\n`,
@@ -180,6 +220,20 @@ describe('settings', () => {
       expect(result.stderr).toBe(
         `keygate: cannot listen on 127.0.0.1:${taken.port}: port ${taken.port} is already in use there (another keygate?).\n`,
       );
+    } finally {
+      taken.stop(true);
+    }
+  });
+  it('leaves no data directory, database or secret behind when the port is taken', () => {
+    const taken = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+    try {
+      // The default DATABASE_URL (./data/keygate.db) and no JWT_SECRET: a start would create both.
+      const result = keygate(['serve'], { HOST: '127.0.0.1', PORT: String(taken.port) });
+      expect(result.code).toBe(2);
+      expect(result.stderr).toBe(
+        `keygate: cannot listen on 127.0.0.1:${taken.port}: port ${taken.port} is already in use there (another keygate?).\n`,
+      );
+      expect(readdirSync(result.cwd)).toEqual([]);
     } finally {
       taken.stop(true);
     }

@@ -167,10 +167,13 @@ started nginx $!
 wait_http nginx "$!" "http://$NGINX/"
 
 mkdir -p "$WORK/caddy-home"
-{
-  printf '{\n\tadmin off\n\tauto_https off\n}\n\n'
-  sed -e "s|@SITE@|http://$CADDY|g" -e "s/@KEYGATE@/$TAP/g" -e "s/@APP@/$UPSTREAM/g" examples/proxies/Caddyfile
-} >"$WORK/Caddyfile"
+# The documented file with its own global options (admin off) plus auto_https off (no certificate
+# store is touched), and, the site being loopback only, its bind line uncommented.
+sed -e "s|@SITE@|http://$CADDY|g" -e "s/@KEYGATE@/$TAP/g" -e "s/@APP@/$UPSTREAM/g" \
+  -e 's/^\tadmin off$/\tadmin off\n\tauto_https off/' -e 's/^\t# bind 127\.0\.0\.1$/\tbind 127.0.0.1/' \
+  examples/proxies/Caddyfile >"$WORK/Caddyfile"
+grep -q $'^\tadmin off$' "$WORK/Caddyfile" || fail "examples/proxies/Caddyfile no longer turns the admin API off"
+grep -q $'^\tbind 127.0.0.1$' "$WORK/Caddyfile" || fail "examples/proxies/Caddyfile has no '# bind 127.0.0.1' line to uncomment"
 HOME=$WORK/caddy-home XDG_DATA_HOME=$WORK/caddy-home XDG_CONFIG_HOME=$WORK/caddy-home \
   caddy run --config "$WORK/Caddyfile" --adapter caddyfile >"$WORK/caddy.log" 2>&1 &
 started caddy $!

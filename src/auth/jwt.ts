@@ -49,6 +49,7 @@ export type TokenRefusal =
   | 'wrong-issuer'
   | 'wrong-audience'
   | 'claims'
+  | 'sub-not-numeric'
   | 'invalid';
 
 export type TokenCheck = { ok: true; identity: TokenIdentity } | { ok: false; reason: TokenRefusal };

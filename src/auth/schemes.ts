@@ -6,7 +6,7 @@ import { HttpError } from '../http/errors';
 import { contextOf, type RequestContext } from '../http/request-context';
 import type { Caller } from './caller';
 import { readBearer } from './credentials';
-import type { TokenUsers } from './token-users';
+import { type TokenUsers, tokenRefusalSentence } from './token-users';
 
 /** A scheme: the routes that use it see the authenticated `caller`. */
 export type AuthScheme = ReturnType<typeof callerScheme>;
@@ -33,7 +33,7 @@ export function jwtAuth(tokens: TokenUsers): AuthScheme {
     const check = await tokens.verify(credentials.token);
     if (!check.ok) {
       context.tokenRefusal = check.reason;
-      throw new HttpError(403, 'The token is not valid.');
+      throw new HttpError(403, tokenRefusalSentence(check.reason));
     }
     const { userId, level, by } = check.user;
     return { userId, level, by };

@@ -30,6 +30,18 @@ export type TokenUsers = { verify(token: string): Promise<TokenUserCheck> };
 export const MAX_SUBJECT_LENGTH = 255;
 
 const CLAIMS_REFUSED: TokenUserCheck = Object.freeze({ ok: false, reason: 'claims' });
+const SUB_NOT_NUMERIC: TokenUserCheck = Object.freeze({ ok: false, reason: 'sub-not-numeric' });
+
+/**
+ * The 403 sentence for a refused token. A token that is valid but for its non-numeric `sub` is
+ * named as such: it is the usual first mistake with an identity provider's tokens, and the caller
+ * holding a validly signed token learns nothing it could not read in the token itself.
+ */
+export function tokenRefusalSentence(reason: TokenRefusal): string {
+  return reason === 'sub-not-numeric'
+    ? "The token's sub is not a numeric user id; keygate takes non-numeric subjects with JWT_USER_IDS=mapped."
+    : 'The token is not valid.';
+}
 
 export function createTokenUsers({
   jwt,
@@ -53,7 +65,7 @@ export function createTokenUsers({
     const held = heldPermissions(permissions);
     if (mode === 'numeric') {
       const userId = parseUserId(subject);
-      if (userId === null) return CLAIMS_REFUSED;
+      if (userId === null) return SUB_NOT_NUMERIC;
       return {
         ok: true,
         user: { userId, level, expiresAt, subject: undefined, by: `jwt:${userId}`, permissions, held },

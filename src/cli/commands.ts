@@ -1,4 +1,7 @@
-// The commands keygate knows: each one's summary, usage, own flags and examples (the help is made of them).
+// The commands keygate knows: each one's summary, usage, own flags, the settings it reads and examples
+// (the help is made of them).
+import type { SettingName } from '../config';
+
 export type Command = 'serve' | 'token' | 'purge' | 'migrate' | 'backup' | 'healthcheck' | 'config';
 
 export type CommandSpec = {
@@ -8,8 +11,13 @@ export type CommandSpec = {
   argument?: string;
   /** The command's own flags (beside the settings), with their help and default. */
   options?: Record<string, { help: string; default?: string }>;
+  /** The settings it reads, in the order shown; unset: every setting (serve, config). */
+  settings?: readonly SettingName[];
   examples: string[];
 };
+
+/** Where a one-shot command finds the database. */
+const DATABASE_SETTINGS = ['DATABASE_URL', 'DATABASE_URL_FILE', 'DATABASE_POOL_SIZE'] as const;
 
 export const COMMANDS: Record<Command, CommandSpec> = {
   serve: {
@@ -35,6 +43,17 @@ export const COMMANDS: Record<Command, CommandSpec> = {
       },
       ttl: { help: 'seconds until it expires, 1..315360000', default: '3600' },
     },
+    // The secret, or the server's secret file beside DATABASE_URL; the claims the server checks.
+    settings: [
+      'JWT_SECRET',
+      'JWT_SECRET_FILE',
+      'DATABASE_URL',
+      'DATABASE_URL_FILE',
+      'JWT_USER_IDS',
+      'JWT_ISSUER',
+      'JWT_AUDIENCE',
+      'MAX_EXPIRES_IN_SECONDS',
+    ],
     examples: [
       'keygate token --sub 42',
       'keygate token --sub 42 --level 3 --ttl 600 --database-url /var/lib/keygate/keygate.db',
@@ -45,17 +64,21 @@ export const COMMANDS: Record<Command, CommandSpec> = {
   purge: {
     summary: 'delete expired keys once and print how many',
     usage: 'keygate purge [--database-url PATH]',
+    settings: DATABASE_SETTINGS,
     examples: ['keygate purge --database-url /var/lib/keygate/keygate.db'],
   },
   migrate: {
     summary: 'create the database or apply its migrations, and exit',
     usage: 'keygate migrate [--database-url PATH]',
+    settings: DATABASE_SETTINGS,
     examples: ['keygate migrate --database-url /var/lib/keygate/keygate.db'],
   },
   backup: {
-    summary: 'copy the SQLite database to a new file, consistently, even while it serves',
+    summary: 'copy the SQLite database (and its generated JWT secret) to new files, even while it serves',
     usage: 'keygate backup FILE [--database-url PATH]',
     argument: 'FILE',
+    // The secret settings say whether there is a generated secret file to copy.
+    settings: ['DATABASE_URL', 'DATABASE_URL_FILE', 'JWT_SECRET', 'JWT_SECRET_FILE'],
     examples: [
       'keygate backup /var/backups/keygate-$(date +%F).db --database-url /var/lib/keygate/keygate.db',
     ],
@@ -63,6 +86,7 @@ export const COMMANDS: Record<Command, CommandSpec> = {
   healthcheck: {
     summary: "exit 0 when GET /health answers 200 (for Docker's HEALTHCHECK)",
     usage: 'keygate healthcheck [--port N] [--host H] [--base-path P]',
+    settings: ['HOST', 'PORT', 'BASE_PATH'],
     examples: ['keygate healthcheck', 'keygate healthcheck --port 8080'],
   },
   config: {

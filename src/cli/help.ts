@@ -1,14 +1,14 @@
 // --help (keygate's or a command's) and --version.
 import { flagOf, SETTINGS, type SettingName, type SettingSpec } from '../config';
-import { COMMIT, VERSION } from '../version';
+import { COMMIT, TAGLINE, VERSION } from '../version';
 import { COMMAND_NAMES, COMMANDS, type Command } from './commands';
 
 /**
  * Each setting on two lines: its name, flag and default, then what it is for, indented. One line each
  * ran the columns together for the longest names and left no room for the text.
  */
-function settingsHelp(): string {
-  return (Object.keys(SETTINGS) as SettingName[])
+function settingsHelp(names: readonly SettingName[] = Object.keys(SETTINGS) as SettingName[]): string {
+  return names
     .map((name) => {
       const { default: fallback, help, defaultMeans }: SettingSpec = SETTINGS[name];
       const shown = fallback === undefined ? 'unset' : fallback === '' ? 'empty' : fallback;
@@ -19,7 +19,7 @@ function settingsHelp(): string {
 }
 
 export function globalHelp(): string {
-  return `keygate ${VERSION}: create and delete API keys over HTTP.
+  return `keygate ${VERSION} — ${TAGLINE}
 
 Usage: keygate [command] [flags]
 
@@ -43,8 +43,8 @@ export function commandHelp(command: Command): string {
 
 Usage: ${spec.usage}
 ${options.length > 0 ? `\nFlags:\n${options.join('\n')}\n` : ''}
-Settings (environment variable, or the flag beside it; a flag wins):
-${settingsHelp()}
+Settings it reads (environment variable, or the flag beside it; a flag wins):
+${settingsHelp(spec.settings)}${spec.settings === undefined ? '' : '\n\n  (the other settings do not apply here; keygate --help lists them all)'}
 
 Examples:
 ${spec.examples.map((example) => `  ${example}`).join('\n')}`;

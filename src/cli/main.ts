@@ -12,6 +12,7 @@ import { parseCommandLine } from './parse';
 import { runServer } from './run-server';
 import { effectiveSettings } from './show-config';
 import { mintToken } from './token';
+import { unknownSettingWarnings } from './unknown-settings';
 
 /** Runs the command argv names and exits with its code; a known failure is one line per message, exit 2. */
 export function main(argv: string[]): void {
@@ -35,7 +36,7 @@ async function run(argv: string[]): Promise<number> {
   const config = loadConfig(process.env, parsed.settings);
   switch (parsed.command) {
     case 'serve':
-      return runServer(config);
+      return runServer(config, { warnings: unknownSettingWarnings(process.env) });
     case 'token':
       return print(await mintToken(config, parsed.options));
     case 'purge': {
@@ -56,6 +57,8 @@ async function run(argv: string[]): Promise<number> {
     case 'healthcheck':
       return healthcheck(config);
     case 'config':
+      for (const warning of unknownSettingWarnings(process.env))
+        process.stderr.write(`keygate: ${warning}\n`);
       return print(effectiveSettings(config, parsed.settings));
   }
 }

@@ -7,14 +7,22 @@ import { type RunningServer, serve } from '../serve';
 import { databaseShown } from './database';
 import { StartupError } from './errors';
 
-/** `recordUsage`: off only in the bench's own build (bench/keygate-entry.ts). */
+/**
+ * `recordUsage`: off only in the bench's own build (bench/keygate-entry.ts). `warnings` are logged
+ * first, and written out at once so that they show even when the start then fails.
+ */
 export async function runServer(
   config: Config,
-  { recordUsage }: { recordUsage?: boolean } = {},
+  { recordUsage, warnings = [] }: { recordUsage?: boolean; warnings?: string[] } = {},
 ): Promise<number> {
   const logger = createLogger(config.logLevel);
+  for (const warning of warnings) logger.warn(warning);
+  logger.flush();
   let server: RunningServer;
   try {
+    // Before the data directory, the database or the secret exist: a start that cannot listen
+    // must leave nothing behind (the port taken by another keygate is the usual case).
+    probeListen(config);
     // With an identity provider's keys no secret is read or created.
     const jwtSecret = config.jwtKeySource === 'secret' ? resolveJwtSecret(config) : undefined;
     server = await serve(config, { jwtSecret, logger, recordUsage });
@@ -53,6 +61,11 @@ export async function runServer(
     // Without a handler SIGHUP would end the process; with no rules file it changes nothing.
     process.on('SIGHUP', () => server.reloadForwardAuthRules());
   });
+}
+
+/** Binds HOST:PORT and lets go at once; throws Bun's listen error (code, syscall) when it cannot. */
+function probeListen(config: Config): void {
+  Bun.listen({ hostname: config.host, port: config.port, socket: { data() {} } }).stop(true);
 }
 
 // Bun's own message for these is the same for all ("Is port 0 in use?"); the code says which.

@@ -7,6 +7,7 @@
 import { Elysia } from 'elysia';
 import { ErrorResponse } from '../apikeys/model';
 import { readBearer, readKeyAndSecret } from '../auth/credentials';
+import { tokenRefusalSentence } from '../auth/token-users';
 import type { ForwardAuthRule } from '../config';
 import { LEVEL_RULE } from '../core/levels';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
@@ -254,7 +255,7 @@ function refusal(verdict: Verdict): string {
     case 'IP_NOT_ALLOWED':
       return 'This API key may not be used from this address.';
     case 'INVALID_TOKEN':
-      return 'The token is not valid.';
+      return tokenRefusalSentence(verdict.reason);
     case 'EXPIRED':
       return 'The API key has expired.';
     case 'DISABLED':

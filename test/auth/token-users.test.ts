@@ -105,7 +105,7 @@ describe('mapped token users', () => {
 });
 
 describe('numeric token users', () => {
-  it('takes the subject as the user id, and refuses one that is not a number (claims)', async () => {
+  it('takes the subject as the user id, and refuses one that is not a number (sub-not-numeric)', async () => {
     const tokens = createTokenUsers({ jwt, mode: 'numeric' });
     expect(await tokens.verify(await jwt.sign({ sub: 42, ttlSeconds: 60 }))).toMatchObject({
       ok: true,
@@ -113,7 +113,7 @@ describe('numeric token users', () => {
     });
     expect(await tokens.verify(await jwt.sign({ sub: 'auth0|x', ttlSeconds: 60 }))).toEqual({
       ok: false,
-      reason: 'claims',
+      reason: 'sub-not-numeric',
     });
   });
 });

@@ -1,10 +1,21 @@
 // `keygate backup FILE` on a serving SQLite database: a real keygate takes creates over its socket
 // while the backup runs; every create acknowledged before the backup started is in the copy, and a
-// keygate started on the copy verifies those keys. Refusals: an existing target, PostgreSQL, :memory:.
+// keygate started on the copy verifies those keys. The JWT secret keygate generated is copied to
+// FILE.jwt-secret, and a restore with it accepts the tokens issued before; one the operator sets is
+// named as theirs to keep. Refusals: an existing target, PostgreSQL, :memory:.
 
 import { Database } from 'bun:sqlite';
 import { afterAll, describe, expect, it } from 'bun:test';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createJwtAuthority } from '../../src/auth/jwt';
@@ -19,18 +30,19 @@ afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-const env = (databaseUrl: string) => ({
+const env = (databaseUrl: string, jwtSecret: string | null = SECRET) => ({
   PATH: process.env.PATH ?? '',
   DATABASE_URL: databaseUrl,
-  JWT_SECRET: SECRET,
+  ...(jwtSecret === null ? {} : { JWT_SECRET: jwtSecret }),
   HOST: '127.0.0.1',
   PORT: '0',
   MAX_KEYS_PER_USER: '1000000',
 });
 
-async function startServer(databaseUrl: string) {
+/** keygate serving `databaseUrl`; `jwtSecret` null: the secret generated beside the database. */
+async function startServer(databaseUrl: string, jwtSecret: string | null = SECRET) {
   const server = Bun.spawn([process.execPath, CLI, 'serve'], {
-    env: env(databaseUrl),
+    env: env(databaseUrl, jwtSecret),
     stdout: 'pipe',
     stderr: 'inherit',
   });
@@ -94,7 +106,10 @@ describe('keygate backup', () => {
     await Promise.all(workers);
     expect(await new Response(backup.stderr as ReadableStream).text()).toBe('');
     expect(code).toBe(0);
-    expect(await new Response(backup.stdout as ReadableStream).text()).toBe(`backed up ${live} to ${copy}\n`);
+    expect(await new Response(backup.stdout as ReadableStream).text()).toBe(
+      `backed up ${live} to ${copy}\nnot copied: the JWT secret (JWT_SECRET or JWT_SECRET_FILE) is yours; keep it with this backup, or a restored keygate refuses the tokens issued before\n`,
+    );
+    expect(existsSync(`${copy}.jwt-secret`)).toBe(false);
     // The load went on while the copy was made, and after.
     expect(acknowledged.length).toBeGreaterThan(afterBackup);
     server.kill('SIGTERM');
@@ -123,6 +138,49 @@ describe('keygate backup', () => {
     restored.server.kill('SIGTERM');
     expect(await restored.server.exited).toBe(0);
   }, 60_000);
+
+  it('copies the generated JWT secret beside the copy (0600): a restore accepts the tokens issued before', async () => {
+    const dir = mkdtempSync(join(scratch, 'secret-'));
+    const live = join(dir, 'live', 'keygate.db');
+    const first = await startServer(live, null);
+    first.server.kill('SIGTERM');
+    expect(await first.server.exited).toBe(0);
+    const token = keygate(['token', '--sub', '7'], { DATABASE_URL: live });
+    expect(token.stderr).toBe('');
+    expect(token.code).toBe(0);
+
+    const copy = join(dir, 'copy.db');
+    const result = keygate(['backup', copy], { DATABASE_URL: live });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    const secretFile = join(dir, 'live', 'jwt-secret');
+    expect(result.stdout).toBe(
+      `backed up ${live} to ${copy}\nbacked up the JWT secret ${secretFile} to ${copy}.jwt-secret (mode 0600); restore it beside the database as jwt-secret, or tokens issued before stop working\n`,
+    );
+    expect(statSync(`${copy}.jwt-secret`).mode & 0o777).toBe(0o600);
+    expect(readFileSync(`${copy}.jwt-secret`, 'utf8')).toBe(readFileSync(secretFile, 'utf8'));
+
+    mkdirSync(join(dir, 'restored'), { mode: 0o700 });
+    const restoredDb = join(dir, 'restored', 'keygate.db');
+    copyFileSync(copy, restoredDb);
+    copyFileSync(`${copy}.jwt-secret`, join(dir, 'restored', 'jwt-secret'));
+    const restored = await startServer(restoredDb, null);
+    const response = await fetch(`${restored.base}/apikeys/jwt`, {
+      headers: { authorization: `Bearer ${token.stdout.trim()}` },
+    });
+    expect(response.status).toBe(200);
+    restored.server.kill('SIGTERM');
+    expect(await restored.server.exited).toBe(0);
+
+    // A second backup to the same name finds the secret's copy taken and writes nothing.
+    rmSync(copy);
+    const again = keygate(['backup', copy], { DATABASE_URL: live });
+    expect(again.code).toBe(2);
+    expect(again.stderr).toBe(
+      `keygate: ${copy}.jwt-secret already exists; keygate backup writes a new file and never replaces one.\n`,
+    );
+    expect(existsSync(copy)).toBe(false);
+  }, 30_000);
 
   it('refuses a target that exists, and leaves it as it was', () => {
     const dir = mkdtempSync(join(scratch, 'exists-'));

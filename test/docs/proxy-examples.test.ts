@@ -16,6 +16,17 @@ describe('docs/reverse-proxies.md and the tested proxy configurations', () => {
     expect(doc).toContain(`\`\`\`${language}\n${config}\`\`\`\n`);
   });
 
+  it("the Caddyfile turns Caddy's admin API off and offers bind 127.0.0.1, which the smoke script turns on", async () => {
+    const [caddyfile, script] = await Promise.all([
+      read('examples/proxies/Caddyfile'),
+      read('scripts/ci/proxy-smoke.sh'),
+    ]);
+    // The global options block comes first, before the site.
+    expect(caddyfile).toMatch(/^(#.*\n)*\{\n(\t#.*\n)*\tadmin off\n\}\n/);
+    expect(caddyfile).toContain('\n\t# bind 127.0.0.1\n');
+    expect(script).toContain("-e 's/^\\t# bind 127\\.0\\.0\\.1$/\\tbind 127.0.0.1/'");
+  });
+
   it('the smoke script substitutes every placeholder the configurations use', async () => {
     const script = await read('scripts/ci/proxy-smoke.sh');
     for (const path of ['examples/proxies/nginx.conf', 'examples/proxies/Caddyfile']) {

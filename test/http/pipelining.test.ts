@@ -1,5 +1,5 @@
 // Several HTTP/1.1 requests in one TCP write: every one is answered, in order (HTTP/1.1
-// pipelining; docs/security.md says why Bun 1.4.4 does not yet).
+// pipelining; docs/security.md says why Bun 1.4.4 and 1.4.5 do not yet).
 // Only a real socket shows this; app.handle never sees how Bun parses a connection.
 import { afterAll, beforeAll, expect, it } from 'bun:test';
 import type { RunningServer } from '../../src/serve';
@@ -7,14 +7,17 @@ import {
   parseRawResponses,
   type RawResponse,
   socketBearer,
+  socketOperatorBearer,
   startSocketServer,
 } from '../support/socket-server';
 
 let server: RunningServer;
 let bearer: string;
+let operatorBearer: string;
 beforeAll(async () => {
   server = await startSocketServer();
   bearer = await socketBearer(7);
+  operatorBearer = await socketOperatorBearer();
 });
 afterAll(() => server.stop());
 
@@ -54,12 +57,12 @@ async function pipeline(
   return { responses: parseRawResponses(received), closed };
 }
 
-function request(method: string, path: string, body?: unknown): string {
+function request(method: string, path: string, body?: unknown, authorization = bearer): string {
   const text = body === undefined ? '' : JSON.stringify(body);
   const head = [
     `${method} ${path} HTTP/1.1`,
     `Host: ${server.url.host}`,
-    `Authorization: ${bearer}`,
+    `Authorization: ${authorization}`,
     ...(body === undefined ? [] : ['Content-Type: application/json']),
     `Content-Length: ${Buffer.byteLength(text)}`,
   ];
@@ -102,4 +105,44 @@ it.todo('answers a pipelined mix of a create, a refused create and a health chec
   );
   expect(responses.map((r) => r.status)).toEqual([201, 400, 200]);
   expect(JSON.parse(responses[0]?.body ?? '{}').apikey.name).toBe('mix');
+});
+
+it.todo('answers three pipelined updates (PATCH) in order', async () => {
+  const created = await Promise.all(
+    ['a', 'b', 'c'].map(async (name) => {
+      const response = await fetch(new URL('apikeys/jwt', server.url), {
+        method: 'POST',
+        headers: { authorization: bearer, 'content-type': 'application/json' },
+        body: JSON.stringify({ name, level: 1, expiresIn: 600 }),
+      });
+      return ((await response.json()) as { apikey: { key: string } }).apikey.key;
+    }),
+  );
+  const { responses } = await pipeline(
+    created.map((key, i) => request('PATCH', `/apikeys/${key}/jwt`, { name: `renamed ${i}` })),
+    3,
+  );
+  expect(responses.map((r) => r.status)).toEqual([200, 200, 200]);
+  expect(responses.map((r) => JSON.parse(r.body).apikey.name)).toEqual([
+    'renamed 0',
+    'renamed 1',
+    'renamed 2',
+  ]);
+});
+
+it.todo("answers three pipelined operator writes of a user's policy (PUT) in order", async () => {
+  const policy = { ratelimit: null, credits: null, maxKeys: 5, maxLevel: 4 };
+  const { responses } = await pipeline(
+    [21, 22, 23].map((user) => request('PUT', `/admin/users/${user}/policy`, policy, operatorBearer)),
+    3,
+  );
+  expect(responses.map((r) => r.status)).toEqual([200, 200, 200]);
+});
+
+it.todo("answers three pipelined revoke-alls of the operator's in order", async () => {
+  const { responses } = await pipeline(
+    [31, 32, 33].map((user) => request('DELETE', `/admin/users/${user}/apikeys`, undefined, operatorBearer)),
+    3,
+  );
+  expect(responses.map((r) => r.status)).toEqual([200, 200, 200]);
 });

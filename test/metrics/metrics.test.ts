@@ -229,6 +229,21 @@ describe('metrics through the API', () => {
     expect(sampleValue(await scrape(k), 'keygate_keys_deleted_total', { reason: 'revoked' })).toBe(3);
   });
 
+  it('count the operator’s creates and deletes as the owner’s (docs/metrics.md says so)', async () => {
+    const k = await testKeygate({ METRICS_PORT: '0' });
+    const headers = await k.operator('ops');
+    const created = await k.req('POST', '/admin/users/12/apikeys', {
+      headers,
+      body: { name: 'support', level: 2, expiresIn: 3600 },
+    });
+    expect(created.status).toBe(201);
+    const deleted = await k.req('DELETE', `/admin/apikeys/${created.json.apikey.key}`, { headers });
+    expect(deleted.status).toBe(204);
+    const samples = await scrape(k);
+    expect(sampleValue(samples, 'keygate_keys_created_total', {})).toBe(1);
+    expect(sampleValue(samples, 'keygate_keys_deleted_total', { reason: 'revoked' })).toBe(1);
+  });
+
   it('count rotations, and key-cache hits and misses', async () => {
     const k = await testKeygate({ METRICS_PORT: '0' });
     const key = await k.createKey(8, { level: 1 });

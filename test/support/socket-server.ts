@@ -21,6 +21,11 @@ export async function socketBearer(sub: number): Promise<string> {
   return `Bearer ${await jwt.sign({ sub, ttlSeconds: 600 })}`;
 }
 
+/** `Bearer <token>` for the operator (the default JWT_ADMIN_SCOPE), valid ten minutes. */
+export async function socketOperatorBearer(): Promise<string> {
+  return `Bearer ${await jwt.sign({ sub: 'ops', scope: 'keygate:admin', ttlSeconds: 600 })}`;
+}
+
 export type RawResponse = { status: number; headers: Record<string, string>; body: string };
 
 /** The complete responses at the front of `buffer` (every keygate response carries Content-Length). */
