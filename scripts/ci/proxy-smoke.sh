@@ -110,8 +110,18 @@ else
 fi
 [ -x "$BINARY" ] || fail "$BINARY is not an executable"
 
+# Route rules (docs/permissions.md): reading documents needs documents.read, changing them
+# documents.write, /public/ needs nothing; every other path any valid credential.
+cat >"$WORK/rules.json" <<'RULES'
+[
+  { "path": "/public/*", "allow": "anyone" },
+  { "methods": ["GET", "HEAD"], "path": "/documents/*", "permissions": "documents.read" },
+  { "methods": ["POST", "PUT", "PATCH", "DELETE"], "path": "/documents/*", "permissions": "documents.write" }
+]
+RULES
 HOST=127.0.0.1 PORT=0 DATABASE_URL="$WORK/data/keygate.db" JWT_SECRET=$JWT_SECRET_VALUE LOG_LEVEL=info \
-  PURGE_INTERVAL_SECONDS=3600 "$BINARY" serve >"$WORK/keygate.out" 2>"$WORK/keygate.err" &
+  PURGE_INTERVAL_SECONDS=3600 FORWARD_AUTH_RULES_FILE="$WORK/rules.json" \
+  "$BINARY" serve >"$WORK/keygate.out" 2>"$WORK/keygate.err" &
 started keygate $!
 deadline=$(($(date +%s) + READY_WITHIN))
 while :; do
@@ -206,6 +216,7 @@ limited_key() {
   jq -r .apikey.secret "$S/limited.json" >>"$S/limited-secrets"
   rm "$S/limited.json"
 }
+limited_key reader '"permissions": ["documents.read"]'
 # One of each per proxy: limits and credits are counted per key.
 for proxy in nginx caddy; do
   limited_key "$proxy-ratelimited" '"ratelimit": {"limit": 2, "duration": 60}'
@@ -444,6 +455,35 @@ database_unavailable() {
   send "$base" "$2 (after)" GET /app/hello -H "@$S/$1-paying"
   expect_status 200
 }
+# Route rules: a key holding documents.read reads a document, and the upstream learns what it holds.
+rule_allows() {
+  send "$(base_of "$1")" "$2" GET /documents/7 -H "@$S/reader"
+  expect_status 200 && expect_header x-keygate-user-id 7 && expect_header x-keygate-permissions documents.read \
+    && expect_no_credentials
+}
+# The same key may not delete it: the rule for DELETE asks documents.write. (nginx answers a 403 of
+# auth_request with its own page; Caddy passes keygate's on, code and all.)
+rule_refuses() {
+  send "$(base_of "$1")" "$2" DELETE /documents/7 -H "@$S/reader"
+  expect_status 403 && expect_unreached "$2" || return 1
+  [ "$1" = nginx ] || expect_refusal INSUFFICIENT_PERMISSIONS
+}
+# A rule that allows anyone: no credential needed, and no identity reaches the upstream.
+rule_anyone() {
+  send "$(base_of "$1")" "$2" GET /public/logo.png
+  expect_status 200 && expect_header x-keygate-user-id '<absent>'
+}
+# A dot segment does not lead into the public rule: /public/%2e%2e/documents/7 is /documents/7.
+rule_dot_segments() {
+  send "$(base_of "$1")" "$2" GET /public/%2e%2e/documents/7 --path-as-is
+  expect_status 401 && expect_unreached "$2"
+}
+# No rule matches /app/hello: any valid credential, and no permissions header for a key without any.
+rule_default() {
+  send "$(base_of "$1")" "$2" GET /app/hello -H "@$S/basic"
+  expect_status 200 && expect_header x-keygate-permissions '<absent>'
+}
+
 # Without a limit the client gets no rate-limit headers, not even copies of its own.
 unlimited_headers() {
   send "$(base_of "$1")" "$2" GET /app/hello -H "@$S/basic" -H 'RateLimit: "default";r=999;t=0' \
@@ -472,6 +512,11 @@ for proxy in nginx caddy; do
   check "$proxy" "credits 1: 1 passes; the 2nd is 429 USAGE_EXCEEDED without Retry-After, upstream not reached" credits_used_up
   check "$proxy" "credits 1, hourly refill: the 2nd is 429 USAGE_EXCEEDED with Retry-After until the refill" credits_refill
   check "$proxy" "database write-locked: keygate's 503 with Retry-After reaches the client, upstream not reached" database_unavailable
+  check "$proxy" "route rule: GET /documents/7 with a documents.read key passes, X-Keygate-Permissions reaches the upstream" rule_allows
+  check "$proxy" "route rule: DELETE /documents/7 with the same key is 403 INSUFFICIENT_PERMISSIONS, upstream not reached" rule_refuses
+  check "$proxy" "route rule: GET /public/logo.png without a credential passes (allow anyone)" rule_anyone
+  check "$proxy" "route rule: /public/%2e%2e/documents/7 without a credential is 401, not public" rule_dot_segments
+  check "$proxy" "no rule matches /app/hello: any valid credential passes, no X-Keygate-Permissions" rule_default
 done
 
 # keygate's own log of all this holds no secret and no token. SIGTERM first: it writes what it has
