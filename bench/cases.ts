@@ -46,6 +46,8 @@ export type CaseName =
   | 'forward-auth (key)'
   | 'verify (key with rate limit)'
   | 'verify (key with credits)'
+  | 'verify (key with 20 permissions)'
+  | 'verify (key with 20 permissions) asked 5'
   | 'verify (key) 2 replicas'
   | 'verify (key with rate limit) 2 replicas'
   | 'verify (key) bench build'
@@ -264,16 +266,33 @@ function seedKeysToDelete(users: number, dbPath: string, count: number, listPath
   return listPath;
 }
 
+/** The permissions each key of the permission cases holds: 20, two of them wildcards. */
+export const BENCH_PERMISSIONS = [
+  ...Array.from({ length: 18 }, (_, i) => `service${i}.read`),
+  'documents.*',
+  'billing.*',
+];
+/** What the query case asks: five names, every one held, so each answer is VALID. */
+export const BENCH_PERMISSIONS_QUERY =
+  'documents.read AND (billing.invoices.read OR admin) AND service3.read AND service17.read';
+
 /**
- * Seeds `count` keys to verify with a rate limit or credits into `dbPath`, owned round-robin by the
- * users, and writes their `{"key","secret"}` bodies beside it (bodiesOf), for the load to read.
+ * Seeds `count` keys to verify with a rate limit, credits or permissions into `dbPath`, owned
+ * round-robin by the users, and writes their `{"key","secret"}` bodies beside it (bodiesOf), with
+ * `asked` (a permissions query) when given, for the load to read.
  */
 function seedLimitedKeys(
   users: number,
   dbPath: string,
   count: number,
-  limits: { ratelimit?: { limit: number; duration: number }; credits?: number },
+  limits: {
+    ratelimit?: { limit: number; duration: number };
+    credits?: number;
+    permissions?: readonly string[];
+    asked?: string;
+  },
 ): void {
+  const { asked, ...settings } = limits;
   const bodies: string[] = [];
   seedKeys(dbPath, [
     {
@@ -282,8 +301,11 @@ function seedLimitedKeys(
       level: 8,
       expiresAt: Date.now() + 30 * DAY_MS,
       name: 'bench verify (limited)',
-      ...limits,
-      onKey: (id, secret) => bodies.push(JSON.stringify({ key: id, secret })),
+      ...settings,
+      onKey: (id, secret) =>
+        bodies.push(
+          JSON.stringify(asked === undefined ? { key: id, secret } : { key: id, secret, permissions: asked }),
+        ),
     },
   ]);
   writeFileSync(bodiesOf(dbPath), `${bodies.join('\n')}\n`, { mode: 0o600 });
@@ -295,7 +317,11 @@ const bodiesOf = (dbPath: string) => `${dbPath}.verify-bodies`;
  * A verify answers 200 whatever its verdict: checks that the first of the keys is VALID and that its
  * answer reports the limit counted (`ratelimit` or `credits`), so the load measures what it says.
  */
-async function expectLimitedVerdict(url: string, bodiesFile: string, reported: 'ratelimit' | 'credits') {
+async function expectLimitedVerdict(
+  url: string,
+  bodiesFile: string,
+  reported: 'ratelimit' | 'credits' | 'principal',
+) {
   const body = readFileSync(bodiesFile, 'utf8').split('\n')[0] as string;
   const response = await fetch(`${url}/apikeys/verify`, {
     method: 'POST',
@@ -349,7 +375,11 @@ export function cases(context: CaseContext, fixtures: Fixtures, peer: { keys?: P
   const limitedKeys = (limits: Parameters<typeof seedLimitedKeys>[3]) => ({
     seed: (dbPath: string) => seedLimitedKeys(options.users, dbPath, options.verifyKeys, limits),
     prepare: (url: string, dbPath: string) =>
-      expectLimitedVerdict(url, bodiesOf(dbPath), limits.ratelimit ? 'ratelimit' : 'credits'),
+      expectLimitedVerdict(
+        url,
+        bodiesOf(dbPath),
+        limits.ratelimit ? 'ratelimit' : limits.credits !== undefined ? 'credits' : 'principal',
+      ),
     primes: bodiesOf,
     load: (dbPath: string) => ({ script: 'post-body.lua', args: ['/apikeys/verify', bodiesOf(dbPath)] }),
   });
@@ -426,6 +456,19 @@ export function cases(context: CaseContext, fixtures: Fixtures, peer: { keys?: P
       name: 'verify (key with credits)',
       expect: 200,
       ...limitedKeys({ credits: BENCH_CREDITS }),
+    },
+    {
+      // Keys holding 20 permissions, verified without a query: the baseline of the next case (the same
+      // principal, 20 names long, in every answer).
+      name: 'verify (key with 20 permissions)',
+      expect: 200,
+      ...limitedKeys({ permissions: BENCH_PERMISSIONS }),
+    },
+    {
+      // The same keys asked a 5-name query: what parsing (once, then a cache hit) and checking cost.
+      name: 'verify (key with 20 permissions) asked 5',
+      expect: 200,
+      ...limitedKeys({ permissions: BENCH_PERMISSIONS, asked: BENCH_PERMISSIONS_QUERY }),
     },
     {
       // The PostgreSQL limiter's cost across replicas: two keygates on one database, with wrk's two

@@ -18,6 +18,8 @@ export type SeedSpec = {
   ratelimit?: { limit: number; duration: number };
   /** Each key's credits (a key_credits row, no refill); none when absent. */
   credits?: number;
+  /** Each key's permissions; none when absent. */
+  permissions?: readonly string[];
   /** Called with each key id and its secret, in order (the caller keeps only what it needs). */
   onKey?: (id: string, secret: string, i: number) => void;
 };
@@ -58,7 +60,7 @@ export function seedKeys(path: string, specs: SeedSpec[]): void {
             expiresAt: spec.expiresAt,
             lineage: null,
             rotatedAt: null,
-            permissions: null,
+            permissions: spec.permissions === undefined ? null : JSON.stringify(spec.permissions),
             allowedIps: null,
             enabled: true,
             meta: null,
