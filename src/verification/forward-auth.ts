@@ -19,7 +19,7 @@ import { type PermissionQuery, PermissionQueryError, parsePermissionQuery } from
 import { verificationModels } from './model';
 import { forwardedRequestOf, matchingRule, normalisedPath, PathRefusedError } from './route-rules';
 import type { RateLimitReport } from './usage-limits';
-import type { OnVerdict, Requirements, Verdict, Verifier } from './verdict';
+import type { OnVerdict, Verdict, Verifier } from './verdict';
 
 /** The first path segment; the edge lets bodies of any declared size through here (they are never read). */
 export const FORWARD_AUTH_PATH = '/forward-auth';
@@ -108,6 +108,8 @@ function demandOf(
   let ruleLevel = 0;
   const permissions = requiredPermissions(query, headers.get('x-keygate-permissions'));
   const rules = options.rules();
+  // Without rules or asked permissions (the common case) nothing more is read or made.
+  if (permissions === undefined && rules.length === 0 && options.unmatched === 'credential') return NO_DEMAND;
   if (rules.length > 0 || options.unmatched === 'deny') {
     const rule = ruleFor(request, rules, options.pathPrefix);
     if (rule === undefined) {
@@ -118,11 +120,14 @@ function demandOf(
     } else {
       if (rule.allow === 'anyone') return 'anyone';
       if (rule.minLevel !== undefined) ruleLevel = rule.minLevel;
-      if (rule.permissions !== undefined) permissions.push(rule.permissions);
+      if (rule.permissions !== undefined)
+        return { ruleLevel, permissions: [...(permissions ?? []), rule.permissions] };
     }
   }
-  return { ruleLevel, permissions: permissions.length === 0 ? undefined : permissions };
+  return { ruleLevel, permissions };
 }
+
+const NO_DEMAND: Demand = Object.freeze({ ruleLevel: 0, permissions: undefined });
 
 /** The first rule matching the proxied request's method and normalised path; none without them. */
 function ruleFor(
@@ -182,7 +187,7 @@ function verdictOf(
     demand.ruleLevel,
     requiredLevel(query, request.headers.get('x-keygate-min-level')),
   );
-  const required: Requirements = { minLevel, permissions: demand.permissions };
+  const { permissions } = demand;
   const counted = (final: Verdict) => {
     onVerdict?.(scheme, final.code);
     return final;
@@ -190,10 +195,13 @@ function verdictOf(
   if (key?.kind === 'key') {
     // One credit each; the address is asked only of a key that has allowedIps.
     const clientAddress = () => options.clientAddress(request, context);
-    return andThen(verifier.verifyKey(key.key, key.secret, { ...required, clientAddress }), counted);
+    return andThen(
+      verifier.verifyKey(key.key, key.secret, { minLevel, permissions, clientAddress }),
+      counted,
+    );
   }
   if (bearer.kind !== 'bearer') throw new Error('unreachable: a credential is present');
-  return andThen(verifier.verifyToken(bearer.token, required), (settled) => {
+  return andThen(verifier.verifyToken(bearer.token, { minLevel, permissions }), (settled) => {
     if (settled.code === 'INVALID_TOKEN') context.tokenRefusal = settled.reason;
     return counted(settled);
   });
@@ -202,13 +210,16 @@ function verdictOf(
 /**
  * The permissions required by the query (every `permissions` parameter) and the proxy's
  * X-Keygate-Permissions header (empty: no requirement), each a query as verify's; all must hold.
+ * Undefined when none is asked.
  */
-function requiredPermissions(query: string, header: string | null): PermissionQuery[] {
-  const required: PermissionQuery[] = [];
-  if (header !== null && header.trim() !== '') required.push(permissionsOf(header, 'X-Keygate-Permissions'));
+function requiredPermissions(query: string, header: string | null): PermissionQuery[] | undefined {
+  let required: PermissionQuery[] | undefined;
+  if (header !== null && header.trim() !== '') required = [permissionsOf(header, 'X-Keygate-Permissions')];
   if (query !== '' && query.includes('permissions=')) {
     for (const [name, value] of new URLSearchParams(query)) {
-      if (name === 'permissions') required.push(permissionsOf(value, 'The permissions query parameter'));
+      if (name !== 'permissions') continue;
+      required ??= [];
+      required.push(permissionsOf(value, 'The permissions query parameter'));
     }
   }
   return required;
