@@ -13,6 +13,7 @@ import {
   settingOfFlag,
 } from '../src/config';
 import { resolveJwtSecret } from '../src/jwt-secret';
+import { parseAddress } from '../src/network/address';
 
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-config-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -156,6 +157,31 @@ describe('loadConfig', () => {
     ]) {
       expect(() => loadConfig({ RATE_LIMIT: bad })).toThrow('RATE_LIMIT must be <limit>/<duration>');
     }
+  });
+
+  it('reads TRUSTED_PROXIES as a comma list of addresses and blocks, and refuses anything else', () => {
+    const config = loadConfig({ TRUSTED_PROXIES: '10.0.0.0/8, 192.0.2.7,::1' });
+    expect(config.trustedProxies).toBe('10.0.0.0/8, 192.0.2.7,::1');
+    expect(config.trustedProxyList.contains(parseAddress('10.9.8.7'))).toBe(true);
+    expect(config.trustedProxyList.contains(parseAddress('192.0.2.8'))).toBe(false);
+    expect(loadConfig({}).trustedProxyList.contains(parseAddress('127.0.0.1'))).toBe(false);
+    for (const bad of ['10.0.0.0/33', 'proxy.local', '10.0.0.1,,10.0.0.2', '10.0.0.1,']) {
+      expect(() => loadConfig({ TRUSTED_PROXIES: bad })).toThrow('TRUSTED_PROXIES');
+    }
+  });
+
+  it('reads FORWARD_AUTH_DEFAULT as credential or deny, and FORWARD_AUTH_RULES_FILE as a checked file', () => {
+    expect(loadConfig({ FORWARD_AUTH_DEFAULT: 'deny' }).forwardAuthDefault).toBe('deny');
+    expect(() => loadConfig({ FORWARD_AUTH_DEFAULT: 'allow' })).toThrow('FORWARD_AUTH_DEFAULT must be');
+    const good = join(scratch, 'rules.json');
+    writeFileSync(good, '[{"path": "/docs/*", "permissions": "docs.read"}]');
+    expect(loadConfig({ FORWARD_AUTH_RULES_FILE: good }).forwardAuthRules?.rules).toHaveLength(1);
+    const bad = join(scratch, 'bad-rules.json');
+    writeFileSync(bad, '[{"path": "/docs/*"}, {"path": "/x", "allow": "everyone"}]');
+    expect(() => loadConfig({ FORWARD_AUTH_RULES_FILE: bad })).toThrow('rule 2');
+    expect(() => loadConfig({ FORWARD_AUTH_RULES_FILE: join(scratch, 'missing.json') })).toThrow(
+      'cannot read',
+    );
   });
 
   it('takes KEY_CACHE_SECONDS from 0 to 3600', () => {
