@@ -3,7 +3,7 @@
 // key info shows them. No HTTP, no SQL.
 import { effectiveCredits } from '../limits/credits';
 import { type AddressList, addressList } from '../network/blocks';
-import { type HeldPermissions, heldPermissions } from '../permissions/held';
+import { heldPermissions } from '../permissions/held';
 import type { ApiKeyRow, StoredCredits } from './store';
 
 export type RateLimitSetting = { limit: number; duration: number };
@@ -65,52 +65,39 @@ export function storedList(list: readonly string[] | null | undefined): string |
 
 // A cached row keeps what is parsed from it, so a key costs one JSON.parse per cache fill, not per
 // verification. The rows are never changed once read (an update reads a new one).
-const permissionLists = new WeakMap<ApiKeyRow, readonly string[]>();
-const helds = new WeakMap<ApiKeyRow, HeldPermissions>();
-const addressTexts = new WeakMap<ApiKeyRow, readonly string[]>();
-const addressLists = new WeakMap<ApiKeyRow, AddressList>();
+function perRow<T>(make: (row: ApiKeyRow) => T): (row: ApiKeyRow) => T {
+  const made = new WeakMap<ApiKeyRow, T>();
+  return (row) => {
+    let value = made.get(row);
+    if (value === undefined) {
+      value = make(row);
+      made.set(row, value);
+    }
+    return value;
+  };
+}
+
+const parsedPermissions = perRow((row) => JSON.parse(row.permissions as string) as readonly string[]);
+const parsedAllowedIps = perRow((row) => JSON.parse(row.allowedIps as string) as readonly string[]);
 
 /** The permissions the key holds, as given (wildcards included); undefined: none. */
 export function permissionsOf(row: ApiKeyRow): readonly string[] | undefined {
-  if (row.permissions == null) return undefined;
-  let list = permissionLists.get(row);
-  if (list === undefined) {
-    list = JSON.parse(row.permissions) as string[];
-    permissionLists.set(row, list);
-  }
-  return list;
+  return row.permissions == null ? undefined : parsedPermissions(row);
 }
 
 /** What the key holds, ready for checks (a key without permissions holds none). */
-export function heldPermissionsOf(row: ApiKeyRow): HeldPermissions {
-  let held = helds.get(row);
-  if (held === undefined) {
-    held = heldPermissions(permissionsOf(row));
-    helds.set(row, held);
-  }
-  return held;
-}
+export const heldPermissionsOf = perRow((row) => heldPermissions(permissionsOf(row)));
 
 /** The addresses and blocks the key may be used from, as given; undefined: anywhere. */
 export function allowedIpsOf(row: ApiKeyRow): readonly string[] | undefined {
-  if (row.allowedIps == null) return undefined;
-  let list = addressTexts.get(row);
-  if (list === undefined) {
-    list = JSON.parse(row.allowedIps) as string[];
-    addressTexts.set(row, list);
-  }
-  return list;
+  return row.allowedIps == null ? undefined : parsedAllowedIps(row);
 }
+
+const allowedAddressList = perRow((row) => addressList(parsedAllowedIps(row)));
 
 /** The key's allowed addresses, ready for checks; undefined: anywhere. */
 export function allowedAddressesOf(row: ApiKeyRow): AddressList | undefined {
-  if (row.allowedIps == null) return undefined;
-  let list = addressLists.get(row);
-  if (list === undefined) {
-    list = addressList(allowedIpsOf(row) as readonly string[]);
-    addressLists.set(row, list);
-  }
-  return list;
+  return row.allowedIps == null ? undefined : allowedAddressList(row);
 }
 
 /** The lineage a key's limits and credits are kept under: its rotation chain's first key, or itself. */

@@ -25,6 +25,17 @@ const env = (rules: string) => ({
   FORWARD_AUTH_RULES_FILE: rules,
 });
 
+/** A start that must fail: its exit code and stderr. */
+function failedStart(rules: string) {
+  const result = spawnSync(['bun', CLI, 'serve'], {
+    env: env(rules),
+    stdout: 'pipe',
+    stderr: 'pipe',
+    timeout: 10_000,
+  });
+  return { code: result.exitCode, stderr: result.stderr.toString() };
+}
+
 function rulesFile(name: string, rules: unknown): string {
   const path = join(scratch, name);
   writeFileSync(path, typeof rules === 'string' ? rules : JSON.stringify(rules));
@@ -45,14 +56,9 @@ describe('a bad rules file at start', () => {
     ['a bad path', [{ path: 'docs/*' }]],
   ])('stops start-up with exit 2 and one line: %s', (_, rules) => {
     const path = rulesFile(`bad-${Math.random()}.json`, rules);
-    const result = spawnSync(['bun', CLI, 'serve'], {
-      env: env(path),
-      stdout: 'pipe',
-      stderr: 'pipe',
-      timeout: 10_000,
-    });
-    expect(result.exitCode).toBe(2);
-    const lines = result.stderr.toString().trimEnd().split('\n');
+    const result = failedStart(path);
+    expect(result.code).toBe(2);
+    const lines = result.stderr.trimEnd().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain('FORWARD_AUTH_RULES_FILE');
     expect(lines[0]).toContain(path);
@@ -60,14 +66,9 @@ describe('a bad rules file at start', () => {
 
   it('names the rule that is wrong', () => {
     const path = rulesFile('second.json', [{ path: '/a' }, { path: '/b', minLevel: 9 }]);
-    const result = spawnSync(['bun', CLI, 'serve'], {
-      env: env(path),
-      stdout: 'pipe',
-      stderr: 'pipe',
-      timeout: 10_000,
-    });
-    expect(result.exitCode).toBe(2);
-    expect(result.stderr.toString()).toContain('rule 2');
+    const result = failedStart(path);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain('rule 2');
   });
 });
 
