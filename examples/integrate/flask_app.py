@@ -1,0 +1,16 @@
+import flask
+
+import keygate.flask
+
+
+def create_app(kg: keygate.Keygate, **options) -> flask.Flask:
+    app = flask.Flask(__name__)
+
+    @app.get("/api/whoami")
+    @keygate.flask.require_key(kg, **options)
+    def whoami():
+        return {"principal": flask.g.keygate}
+
+    return app
+
+# Serve it: create_app(keygate.Keygate("http://127.0.0.1:3000"), min_level=1).run(port=8080)
