@@ -9,5 +9,3 @@ export function createApp(options: KeygateExpressOptions) {
   });
   return app;
 }
-
-// Serve it: createApp({ url: 'http://127.0.0.1:3000', minLevel: 1 }).listen(8080);

@@ -11,5 +11,3 @@ def create_app(kg: keygate.Keygate, **options) -> FastAPI:
         return {"principal": principal}
 
     return app
-
-# Serve it: uvicorn with create_app(keygate.Keygate("http://127.0.0.1:3000"), min_level=1)

@@ -7,5 +7,3 @@ export function createApp(options: KeygateFastifyOptions) {
   app.get('/api/whoami', async (request) => ({ principal: request.keygate }));
   return app;
 }
-
-// Serve it: await createApp({ url: 'http://127.0.0.1:3000', minLevel: 1 }).listen({ port: 8080 });

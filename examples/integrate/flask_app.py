@@ -12,5 +12,3 @@ def create_app(kg: keygate.Keygate, **options) -> flask.Flask:
         return {"principal": flask.g.keygate}
 
     return app
-
-# Serve it: create_app(keygate.Keygate("http://127.0.0.1:3000"), min_level=1).run(port=8080)

@@ -7,5 +7,3 @@ export function createApp(options: KeygateHonoOptions) {
   app.get('/api/whoami', (c) => c.json({ principal: c.get('keygate') }));
   return app;
 }
-
-// Serve it: export default createApp({ url: 'http://127.0.0.1:3000', minLevel: 1 });

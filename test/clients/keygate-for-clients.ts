@@ -3,7 +3,7 @@
 // (a port nothing listens on), answering 5xx, too slow, answering a code no client knows.
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { SignJWT } from 'jose';
+import { mintToken } from '../../examples/integrate/mint-token';
 import { buildBinary, readStartLine } from '../support/binary';
 
 const ROOT = join(import.meta.dir, '..', '..');
@@ -42,11 +42,7 @@ export async function startKeygatesForClients(): Promise<KeygatesForClients> {
   const document = (await (await fetch(`${base}/openapi/json`)).json()) as {
     components: { schemas: { VerifyBody: { properties: Record<string, unknown> } } };
   };
-  const token = await new SignJWT({ level: 5 })
-    .setProtectedHeader({ alg: 'HS256' })
-    .setSubject('42')
-    .setExpirationTime('1h')
-    .sign(new TextEncoder().encode(JWT_SECRET));
+  const token = await mintToken(42, JWT_SECRET, 5);
 
   const stub = (answer: (request: Request) => Response | Promise<Response>) =>
     Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: answer });
