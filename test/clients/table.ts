@@ -102,6 +102,8 @@ async function credentialFor(row: Case, keygates: KeygatesForClients): Promise<R
       return { authorization: 'Bearer not.a.token' };
     case 'malformed-basic':
       return { authorization: 'Basic !!!' };
+    case 'key-without-secret':
+      return { 'x-api-key': 'kg_0123456789abcdefghijkl' };
   }
   const client = createClient({ url: keygates.url, token: keygates.token });
   const body = { name: row.name, level: 3, expiresIn: 3600, ...row.key };

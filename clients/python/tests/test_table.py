@@ -98,6 +98,8 @@ def credential_for(row):
         return {"Authorization": "Bearer not.a.token"}
     if kind == "malformed-basic":
         return {"Authorization": "Basic !!!"}
+    if kind == "key-without-secret":
+        return {"X-API-Key": "kg_0123456789abcdefghijkl"}
     body = {"level": 3, "expiresIn": 3600, **(row.get("key") or {})}
     with keygate.Keygate(URL, token=TOKEN) as owner:
         created = owner.create_key(row["name"], body.pop("level"), body.pop("expiresIn"), **body)["apikey"]

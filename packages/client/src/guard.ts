@@ -115,7 +115,7 @@ async function askKeygate(url: string, body: object, timeoutMs: number): Promise
   try {
     if (response.status >= 500) {
       const retryAfter = Number(response.headers.get('retry-after'));
-      await response.body?.cancel();
+      await response.arrayBuffer(); // read whole, so that the connection stays open for the next call
       return {
         kind: 'unavailable',
         retryAfter: Number.isInteger(retryAfter) && retryAfter > 0 ? retryAfter : undefined,
