@@ -1,12 +1,14 @@
 // The app bench/middleware.ts measures, in one of three forms: `plain` (a Hono app calling nothing),
 // `guarded` (the same app behind @keygate/client/hono) or `by-hand` (the same app calling /forward-auth
-// itself with fetch). Usage: bun bench/middleware-app.ts <form> <keygate url>; prints its port.
+// itself with fetch). Usage: bun bench/middleware-app.ts <form> <keygate url> [no-client-ip]; prints
+// its port. `no-client-ip` for a keygate before §22, which refuses verify bodies with clientIp.
 import { keygate } from '@keygate/client/hono';
 import { Hono } from 'hono';
 
-const [form, url = ''] = process.argv.slice(2);
+const [form, url = '', clientIpFlag] = process.argv.slice(2);
 const app = new Hono();
-if (form === 'guarded') app.use('/api/*', keygate({ url }));
+if (form === 'guarded')
+  app.use('/api/*', keygate({ url, ...(clientIpFlag === 'no-client-ip' ? { clientIp: false } : {}) }));
 if (form === 'by-hand') {
   app.use('/api/*', async (c, next) => {
     const headers: Record<string, string> = {};

@@ -24,7 +24,6 @@ const keygate = Bun.spawn(['taskset', '-c', '1', binary, 'serve'], {
     PORT: '0',
     DATABASE_URL: ':memory:',
     JWT_SECRET: secret,
-    LOG_LEVEL: 'warn',
   },
   stdout: 'pipe',
 });
@@ -34,6 +33,10 @@ void (async () => {
   while (!(await keygateLog.read()).done) {}
 })();
 
+const served = (await (await fetch(`${keygateUrl}/openapi/json`)).json()) as {
+  components: { schemas: { VerifyBody: { properties: Record<string, unknown> } } };
+};
+const clientIpFlag = 'permissions' in served.components.schemas.VerifyBody.properties ? [] : ['no-client-ip'];
 const created = await fetch(`${keygateUrl}/apikeys/jwt`, {
   method: 'POST',
   headers: { authorization: `Bearer ${await mintToken(1, secret)}`, 'content-type': 'application/json' },
@@ -48,7 +51,16 @@ const forms = ['plain', 'guarded', 'by-hand'] as const;
 const apps = new Map<string, { url: string; process: ReturnType<typeof Bun.spawn> }>();
 for (const form of forms) {
   const app = Bun.spawn(
-    ['taskset', '-c', '0', 'bun', join(import.meta.dir, 'middleware-app.ts'), form, keygateUrl],
+    [
+      'taskset',
+      '-c',
+      '0',
+      'bun',
+      join(import.meta.dir, 'middleware-app.ts'),
+      form,
+      keygateUrl,
+      ...clientIpFlag,
+    ],
     {
       stdout: 'pipe',
     },
