@@ -19,7 +19,7 @@ export function operatorAuth(jwt: Pick<JwtAuthority, 'verify'>, adminScope: stri
   const authenticate = async (request: Request): Promise<Operator> => {
     const credentials = readBearer(request.headers);
     if (credentials.kind === 'absent') {
-      // An API key is the other scheme's credential: as §3 treats it, not a bad admin credential.
+      // An API key is the other scheme's credential, answered as a missing one (401), not as a bad admin credential.
       const message =
         readKeyAndSecret(request.headers).kind === 'absent'
           ? NEEDS_OPERATOR_TOKEN

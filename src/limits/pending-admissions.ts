@@ -2,7 +2,7 @@
 // for its credits take, which may refuse and give the admission back. A verification the limiter
 // refuses while admissions on one of its counters are pending waits for those (only those: not the
 // ones taken after it asked) to settle and is decided again, so a refusal for credits never turns
-// another verification of this process into RATE_LIMITED (§15.4). Another replica's pending admissions
+// another verification of this process into RATE_LIMITED (only VALID answers use a limit). Another replica's pending admissions
 // are not seen here (docs/rate-limits.md).
 import type { CountedLimit } from './rate-limit';
 

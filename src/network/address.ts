@@ -1,6 +1,6 @@
 // IP addresses as numbers, so that a key's allowedIps and TRUSTED_PROXIES compare by arithmetic, not
 // by text: strict parsing of every IPv4 and IPv6 textual form, and one canonical way to write each.
-// An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is its IPv4 address, as the contract says (§22), so
+// An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is its IPv4 address, as docs/permissions.md says, so
 // a dual-stack socket's peer `::ffff:203.0.113.7` matches the block 203.0.113.0/24.
 
 /** An IPv4 address (value < 2^32) or an IPv6 address that is not IPv4-mapped (value < 2^128). */
@@ -90,7 +90,7 @@ function formatIpv6(value: bigint): string {
   const groups = Array.from({ length: 8 }, (_, index) =>
     Number((value >> BigInt(112 - 16 * index)) & 0xffffn),
   );
-  // §4.2.2: `::` never shortens a single zero group; §4.2.3: the longest run, the first of equals.
+  // RFC 5952 §4.2.2: `::` never shortens a single zero group; §4.2.3: the longest run, the first of equals.
   let bestStart = -1;
   let bestLength = 1;
   for (let start = 0; start < 8; ) {

@@ -1,4 +1,4 @@
-// CIDR blocks and lists of them: a key's allowedIps (§22), whether a key narrowing itself stays
+// CIDR blocks and lists of them: a key's allowedIps, whether a key narrowing itself stays
 // inside its old list, and the TRUSTED_PROXIES setting. Entries are parsed once into numbers, so a
 // verification asks a list about an address with a mask and a comparison per block.
 import { type Address, parseAddress } from './address';

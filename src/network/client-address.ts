@@ -1,4 +1,4 @@
-// The address a request comes from, for a key's allowedIps (§22): the TCP peer, or, when the peer is
+// The address a request comes from, for a key's allowedIps: the TCP peer, or, when the peer is
 // a trusted proxy, the address that proxy (and the trusted ones before it) saw in X-Forwarded-For.
 import { type Address, parseAddress } from './address';
 import type { AddressList } from './blocks';

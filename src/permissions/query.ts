@@ -1,4 +1,4 @@
-// The permissions query of verify and forward-auth (§21): permission names joined by AND and OR,
+// The permissions query of verify and forward-auth : permission names joined by AND and OR,
 // with parentheses, AND binding tighter than OR. Parsed in one pass without recursion, once per
 // distinct text (a bounded cache), into a small tree that every verify carrying the query evaluates
 // without allocating.

@@ -48,8 +48,9 @@ export const VerifyBody = t.Object(
         multipleOf: 1,
         minimum: CREDITS_BOUNDS.cost.min,
         maximum: CREDITS_BOUNDS.cost.max,
-        default: CREDITS_BOUNDS.cost.default,
-        description: 'Credits a VALID answer takes from a key with credits (ignored for tokens).',
+        // No `default` keyword: generators (openapi-typescript's defaults) make a property with one
+        // required, and a client must be able to leave cost out.
+        description: `Credits a VALID answer takes from a key with credits (ignored for tokens); ${CREDITS_BOUNDS.cost.default} when left out.`,
       }),
     ),
     permissions: t.Optional(
@@ -104,12 +105,29 @@ export const CreditsState = t.Object(
   },
 );
 
+/** Every code verify answers with, in the order a key's verdict is reached (VALID last). */
+export const VERIFY_CODES = [
+  'NOT_FOUND',
+  'INVALID_TOKEN',
+  'EXPIRED',
+  'DISABLED',
+  'IP_NOT_ALLOWED',
+  'INSUFFICIENT_LEVEL',
+  'INSUFFICIENT_PERMISSIONS',
+  'RATE_LIMITED',
+  'USAGE_EXCEEDED',
+  'VALID',
+] as const;
+
 export const VerifyResponse = t.Object({
   result: t.Literal('success'),
   valid: t.Boolean(),
-  code: t.String({
+  // UnionEnum would add `default` (its first value), which generators read as "always present".
+  code: t.UnionEnum(VERIFY_CODES, {
+    default: undefined,
     description:
-      'VALID, NOT_FOUND, EXPIRED, DISABLED, INVALID_TOKEN, IP_NOT_ALLOWED, INSUFFICIENT_LEVEL, INSUFFICIENT_PERMISSIONS, RATE_LIMITED or USAGE_EXCEEDED; treat any other as invalid.',
+      'The verdict. The list is open: a later keygate may add codes, and a client must treat any code it does not know as invalid.',
+    'x-enum-open': true,
   }),
   principal: t.Optional(Principal),
   ratelimit: t.Optional(RateLimitState),

@@ -1,4 +1,4 @@
-// Forward-auth's rules for routes (§21, FORWARD_AUTH_RULES_FILE): reading the rules file, finding
+// Forward-auth's rules for routes (FORWARD_AUTH_RULES_FILE): reading the rules file, finding
 // the request a proxy asks about, normalising its path as the upstream will see it, and the first
 // rule that matches. Normalising first matters: a rule for /admin/* must also catch
 // /public/../admin/x and /%61dmin/x, which the upstream serves as /admin/x.

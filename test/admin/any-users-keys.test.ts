@@ -46,7 +46,7 @@ const CREDENTIALS: Array<[string, () => Promise<Record<string, string>>, (route:
       const key = await k.createKey(42, { level: 8, name: 'caller' });
       return k.basic(key.key, key.secret);
     },
-    // Another scheme's credential, as none of the admin scheme (§27).
+    // Another scheme's credential, as none of the admin scheme.
     () => 401,
   ],
   ['no credential', async () => ({}), () => 401],

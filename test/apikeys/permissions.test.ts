@@ -1,4 +1,4 @@
-// Permissions on keys (§21): the property on create, update, rotate, key info and the principal, on
+// Permissions on keys: the property on create, update, rotate, key info and the principal, on
 // both schemes and /admin; and the grant rules: nobody grants what it does not hold, a key updating
 // itself only narrows, the user policy's permissions bind every grant but the operator's. Every
 // refusal is checked to have changed nothing. On both engines (KEYGATE_TEST_DATABASE=postgres).

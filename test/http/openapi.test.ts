@@ -187,6 +187,13 @@ expectType<Equal<Failure, components['schemas']['Error']>>();
 expectType<Equal<Required<paths['/apikeys/{id}/jwt']['delete']['responses'][204]>['content'], never>>();
 type Body = NonNullable<paths['/apikeys/key']['post']['requestBody']>['content']['application/json'];
 const body: Body = { name: 'ci', level: 3, expiresIn: 3600 };
+// The first verify call: cost and minLevel may be left out; code is a union of the codes.
+type Verify = paths['/apikeys/verify']['post'];
+export const verifyBody: Verify['requestBody']['content']['application/json'] = { key: 'kg_x', secret: 's' };
+type Code = Verify['responses'][200]['content']['application/json']['code'];
+expectType<Equal<Extract<Code, 'VALID' | 'IP_NOT_ALLOWED' | 'INSUFFICIENT_PERMISSIONS'>, 'VALID' | 'IP_NOT_ALLOWED' | 'INSUFFICIENT_PERMISSIONS'>>();
+// @ts-expect-error: an unknown code is not a Code
+export const notACode: Code = 'NOT_A_CODE';
 
 // A small client, as a user would write it against the generated types.
 export async function createKey(baseUrl: string, token: string): Promise<Created['apikey']> {
@@ -233,6 +240,40 @@ export async function createKey(baseUrl: string, token: string): Promise<Created
     expect(result.output).toContain('No type errors');
     expect(result.code).toBe(0);
   }, 30_000);
+
+  it.each([
+    [
+      'cost with a default (openapi-typescript makes it required)',
+      (doc: Node) => {
+        doc.components.schemas.VerifyBody.properties.cost.default = 1;
+      },
+    ],
+    [
+      'code a plain string',
+      (doc: Node) => {
+        doc.components.schemas.VerifyResponse.properties.code = { type: 'string' };
+      },
+    ],
+  ])(
+    'would catch a verify call that does not type-check: %s',
+    async (_, spoil) => {
+      const doc = await documentOf();
+      spoil(doc);
+      const result = typeCheck({ 'keygate.ts': astToString(await openapiTS(doc)), 'client.ts': CLIENT });
+      expect(result.code).not.toBe(0);
+      expect(result.output).toContain('client.ts');
+    },
+    30_000,
+  );
+
+  it('marks the verify codes as an enum open to new values', async () => {
+    const code = (await documentOf()).components.schemas.VerifyResponse.properties.code;
+    expect(code['x-enum-open']).toBe(true);
+    expect(code.enum).toEqual(
+      expect.arrayContaining(['VALID', 'IP_NOT_ALLOWED', 'INSUFFICIENT_PERMISSIONS']),
+    );
+    expect(code.default).toBeUndefined();
+  });
 
   it('would catch the old mistake: a level typed string | number fails the same client', async () => {
     const doc = await documentOf();

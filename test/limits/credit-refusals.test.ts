@@ -1,4 +1,4 @@
-// A refusal for credits never turns another verification into RATE_LIMITED (§15.4: only VALID answers
+// A refusal for credits never turns another verification into RATE_LIMITED (only VALID answers
 // use the limit): a verification whose pool visibly cannot pay takes no admission at all, and one
 // refused by the limiter only because admissions still waiting for their credits take hold the window
 // waits for them to settle. Concurrent mixes on an injected clock, on both engines

@@ -1,5 +1,5 @@
 // What held permissions cover (`x.*` below `x.` at any depth, `*` everything, names exactly) and what
-// a holder may grant (never more than it holds, and a wildcard only under a wildcard), §21.
+// a holder may grant (never more than it holds, and a wildcard only under a wildcard).
 import { describe, expect, it } from 'bun:test';
 import { firstUngranted, grants, heldPermissions, holds, narrowedWithin } from '../../src/permissions/held';
 

@@ -1,4 +1,4 @@
-// The lists a key or a user policy may hold (§21): which are taken, and the one sentence naming the
+// The lists a key or a user policy may hold: which are taken, and the one sentence naming the
 // first problem of those that are not; and which names a query may ask for.
 import { describe, expect, it } from 'bun:test';
 import { heldPermissionsProblem, isPermissionName, PERMISSION_RULE } from '../../src/permissions/names';

@@ -1,4 +1,4 @@
-// The permissions query of §21: its grammar (AND before OR, parentheses, keywords in any case), its
+// The permissions query: its grammar (AND before OR, parentheses, keywords in any case), its
 // bounds, one sentence saying where for every malformed form, and the cache of parsed queries.
 import { describe, expect, it } from 'bun:test';
 import { heldPermissions } from '../../src/permissions/held';

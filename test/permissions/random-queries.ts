@@ -99,7 +99,7 @@ const spoiled = fc
 
 export const randomQuery = fc.oneof(joined(looseTokens), joined(tree), joined(spoiled));
 
-/** Whether `held` (a list as stored) covers the asked `permission`, written straight from §21. */
+/** Whether `held` (a list as stored) covers the asked `permission`, written straight from docs/permissions.md. */
 export function referenceHolds(held: readonly string[], permission: string): boolean {
   return held.some(
     (entry) =>
@@ -109,7 +109,7 @@ export function referenceHolds(held: readonly string[], permission: string): boo
   );
 }
 
-/** Whether `held` may grant `granted`, written straight from §21. */
+/** Whether `held` may grant `granted`, written straight from docs/permissions.md. */
 export function referenceGrants(held: readonly string[], granted: string): boolean {
   if (granted === '*') return held.includes('*');
   if (!granted.endsWith('.*')) return referenceHolds(held, granted);
@@ -126,7 +126,7 @@ const endsOperand = (piece: string) => piece.startsWith('h(') || piece === ')';
 
 /**
  * The query as a JavaScript expression (`h("a") || h("b") && h("c")`: JavaScript's && also binds
- * tighter), or undefined when §21 refuses it. JavaScript's own parser judges the structure, after a
+ * tighter), or undefined when the grammar refuses it. JavaScript's own parser judges the structure, after a
  * check it would not make: an operand right after an operand (`(a)(b)` would be a call).
  */
 export function referenceQuery(text: string): ReferenceQuery | undefined {

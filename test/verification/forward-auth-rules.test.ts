@@ -1,4 +1,4 @@
-// Forward-auth's permissions and route rules (§21), and where keys may be used from (§22): the AND of
+// Forward-auth's permissions and route rules, and where keys may be used from: the AND of
 // the query's permissions, X-Keygate-Permissions and the matching rule; requirements read before the
 // credential (a bad one is 400 whatever the credential); rules matched on the proxied method and
 // normalised path (first match wins, query not part of the path); allow anyone; FORWARD_AUTH_DEFAULT;

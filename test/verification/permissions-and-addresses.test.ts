@@ -1,4 +1,4 @@
-// What verify says of permissions and addresses (§21, §22): the query in the body (a 400 that says
+// What verify says of permissions and addresses: the query in the body (a 400 that says
 // where it is wrong), INSUFFICIENT_PERMISSIONS and IP_NOT_ALLOWED in the verdict order, a token's
 // permissions from its scope, clientIp (fail closed), and refusals that use no rate limit or credit
 // and count as denied. On both engines (KEYGATE_TEST_DATABASE=postgres).
@@ -248,7 +248,7 @@ describe('the verdict order', () => {
   });
 });
 
-describe("verify's limit answers (§27)", () => {
+describe("verify's limit answers", () => {
   it('gives the window in ratelimit.duration', async () => {
     const key = await newKey({ ratelimit: { limit: 5, duration: 30 } });
     expect((await verifyKey(key)).json.ratelimit).toMatchObject({ limit: 5, duration: 30, remaining: 4 });

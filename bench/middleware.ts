@@ -1,0 +1,88 @@
+// What the middleware costs a guarded request: wrk against a Hono app (a) calling nothing, (b) guarded
+// by @keygate/client/hono, (c) calling /forward-auth by hand with fetch. The app runs on CPU 0;
+// keygate and wrk share CPU 1 (a 2-core machine has no third). Rounds interleave the three forms;
+// each figure is the median of its rounds. Prints guarded ÷ plain and guarded ÷ by-hand.
+// Usage: bun bench/middleware.ts [rounds=5] [seconds=5]
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { mintToken } from '../examples/integrate/mint-token';
+import { buildBinary, readStartLine } from '../test/support/binary';
+import { wrkOnce } from './wrk';
+
+const rounds = Number(process.argv[2] ?? 5);
+const seconds = Number(process.argv[3] ?? 5);
+const root = join(import.meta.dir, '..');
+const binary = join(root, 'dist', 'keygate');
+const secret = 'bench-middleware-secret-at-least-32-bytes';
+if (!existsSync(binary)) buildBinary(binary);
+
+const keygate = Bun.spawn(['taskset', '-c', '1', binary, 'serve'], {
+  env: {
+    PATH: process.env.PATH ?? '',
+    HOST: '127.0.0.1',
+    PORT: '0',
+    DATABASE_URL: ':memory:',
+    JWT_SECRET: secret,
+  },
+  stdout: 'pipe',
+});
+const keygateLog = (keygate.stdout as ReadableStream<Uint8Array>).getReader();
+const keygateUrl = (await readStartLine(keygateLog)).url.replace(/\/$/, '');
+void (async () => {
+  while (!(await keygateLog.read()).done) {}
+})();
+
+const created = await fetch(`${keygateUrl}/apikeys/jwt`, {
+  method: 'POST',
+  headers: { authorization: `Bearer ${await mintToken(1, secret)}`, 'content-type': 'application/json' },
+  body: JSON.stringify({ name: 'bench', level: 1, expiresIn: 3600 }),
+});
+const { apikey } = (await created.json()) as { apikey: { key: string; secret: string } };
+const scratch = mkdtempSync(join(tmpdir(), 'keygate-bench-middleware-'));
+const authorizations = join(scratch, 'authorization');
+writeFileSync(authorizations, `Basic ${btoa(`${apikey.key}:${apikey.secret}`)}\n`);
+
+const forms = ['plain', 'guarded', 'by-hand'] as const;
+const apps = new Map<string, { url: string; process: ReturnType<typeof Bun.spawn> }>();
+for (const form of forms) {
+  const app = Bun.spawn(
+    ['taskset', '-c', '0', 'bun', join(import.meta.dir, 'middleware-app.ts'), form, keygateUrl],
+    {
+      stdout: 'pipe',
+    },
+  );
+  const { value } = await (app.stdout as ReadableStream<Uint8Array>).getReader().read();
+  apps.set(form, {
+    url: `http://127.0.0.1:${JSON.parse(new TextDecoder().decode(value)).port}`,
+    process: app,
+  });
+}
+
+const rates: Record<string, number[]> = { plain: [], guarded: [], 'by-hand': [] };
+try {
+  for (const form of forms)
+    wrkOnce(`${apps.get(form)?.url}`, 'authorized-get.lua', ['/api/whoami', authorizations], 1);
+  for (let round = 0; round < rounds; round++) {
+    for (const form of round % 2 === 0 ? forms : [...forms].reverse()) {
+      const run = wrkOnce(
+        `${apps.get(form)?.url}`,
+        'authorized-get.lua',
+        ['/api/whoami', authorizations],
+        seconds,
+      );
+      if (run.non2xx > 0) throw new Error(`${form}: ${run.non2xx} answers were not 2xx`);
+      rates[form]?.push(run.requests / (run.durationUs / 1e6));
+    }
+  }
+} finally {
+  for (const { process } of apps.values()) process.kill();
+  keygate.kill();
+  rmSync(scratch, { recursive: true, force: true });
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
+const figures = Object.fromEntries(forms.map((form) => [form, Math.round(median(rates[form] ?? []))]));
+console.log(`rounds ${rounds} × ${seconds} s; requests/s (median): ${JSON.stringify(figures)}`);
+console.log(`guarded ÷ plain:   ${((figures.guarded ?? 0) / (figures.plain ?? 1)).toFixed(3)}`);
+console.log(`guarded ÷ by-hand: ${((figures.guarded ?? 0) / (figures['by-hand'] ?? 1)).toFixed(3)}`);
