@@ -215,6 +215,7 @@ export async function createKeygate(
     maxKeysPerUser: config.maxKeysPerUser,
     policyOf: policies.policyOf,
     lastUsedAt: usage.lastUsedAt,
+    secretPrefix: config.secretPrefix,
     // A replaced or removed rate limit's counts start afresh.
     onRateLimitReplaced: (lineage) =>
       rateLimiter.forget([counterOf('key', lineage), counterOf('operator', lineage)]),
