@@ -407,5 +407,8 @@ export function summaryOf(row: ApiKeyRow, now: number, lastUsed: number | null):
     enabled,
     lastUsedAt: lastUsed === null ? null : new Date(lastUsed).toISOString(),
     ...settings,
+    ...(row.leakedAt == null
+      ? {}
+      : { leakedAt: new Date(row.leakedAt).toISOString(), leakSource: row.leakSource ?? 'unknown' }),
   };
 }
