@@ -37,14 +37,11 @@ const UNSIGNED = { 'www-authenticate': 'Github-Public-Key-Signature realm="keyga
 
 const BY_GITHUB = 'github';
 
-/** The body as read and checked by the transform: the alerts, and the request's own fields. */
-type CheckedAlerts = { alerts: GithubAlertInput[] };
-
 export function githubAlertRoutes({ keys, leaks }: { keys: GithubKeySet; leaks: LeakService }) {
   return new Elysia().use(leakModels).post(
     GITHUB_ALERTS_PATH,
     async ({ body, request }) => {
-      const { alerts } = body as unknown as CheckedAlerts;
+      const alerts = body as GithubAlertInput[];
       const outcomes = await leaks.reportLeaks(
         alerts.map((alert) => ({ secret: alert.token, url: alert.url ?? null, source: sourceOf(alert) })),
         { source: 'github', by: BY_GITHUB, requestId: contextOf(request).id },
