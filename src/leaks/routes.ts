@@ -21,7 +21,7 @@ import {
   leakModels,
   leakReportProblem,
 } from './model';
-import type { LeakService } from './service';
+import type { LeakOutcome, LeakService } from './service';
 
 export const GITHUB_ALERTS_PATH = '/leaks/github';
 /**
@@ -128,8 +128,17 @@ export function adminLeakRoutes({
           secrets.map((secret) => ({ secret, url: null })),
           { source, by: operator.by, requestId: contextOf(request).id },
         );
-        const found = outcomes.flat();
-        const notFound = new Set(secrets.filter((_, i) => outcomes[i]?.length === 0)).size;
+        // Each distinct secret once, at its first place in the list.
+        const found: Array<{ key: string; action: LeakOutcome }> = [];
+        const seen = new Set<string>();
+        let notFound = 0;
+        secrets.forEach((secret, i) => {
+          if (seen.has(secret)) return;
+          seen.add(secret);
+          const keys = outcomes[i] ?? [];
+          if (keys.length === 0) notFound++;
+          found.push(...keys);
+        });
         return { result: 'success' as const, found, notFound };
       },
       {
