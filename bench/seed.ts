@@ -67,6 +67,8 @@ export function seedKeys(path: string, specs: SeedSpec[]): void {
             ratelimitLimit: spec.ratelimit?.limit ?? null,
             ratelimitDuration: spec.ratelimit?.duration ?? null,
             lastUsedAt: null,
+            leakedAt: null,
+            leakSource: null,
           };
           insert.run(...order.map((property) => row[property]));
           // A key that starts its own rotation chain draws on the credits row named by its own id.

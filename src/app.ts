@@ -15,15 +15,25 @@ import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth } from './auth/schemes';
 import type { SubjectStore } from './auth/subjects';
 import type { TokenUsers } from './auth/token-users';
+import type { LeakAction } from './config';
 import type { Clock } from './core/clock';
 import { DomainError } from './core/errors';
 import { errorFields, type Logger } from './core/log';
+import { MAX_BODY_BYTES } from './http/body';
 import type { DirectRoute } from './http/edge';
 import { domainErrorResponse, errorResponse, HttpError } from './http/errors';
 import { openApiDocument } from './http/openapi';
 import { referencePage } from './http/reference-page';
 import { contextOf } from './http/request-context';
 import { createUnavailableLog } from './http/unavailable-log';
+import type { GithubKeySet } from './leaks/github-keys';
+import {
+  adminLeakRoutes,
+  GITHUB_ALERTS_PATH,
+  GITHUB_MAX_BODY_BYTES,
+  githubAlertRoutes,
+} from './leaks/routes';
+import { createLeakService, type OnLeak } from './leaks/service';
 import type { PolicyService } from './policies/service';
 import type { UsageRecorder } from './usage/counter';
 import { usageRoutes } from './usage/routes';
@@ -40,7 +50,10 @@ import { VERSION } from './version';
 
 export type AppDeps = {
   service: ApiKeyService;
-  store: Pick<ApiKeyStore, 'ping' | 'deleteKeysOfUser'>;
+  store: Pick<
+    ApiKeyStore,
+    'ping' | 'deleteKeysOfUser' | 'findKeysBySecretHashes' | 'updateKey' | 'deleteKey'
+  >;
   /** Tokens verified and mapped to their users, for the JWT scheme. */
   tokens: TokenUsers;
   /** The operator's routes (/admin): tokens whose scope holds `scope`, verified by `jwt`. */
@@ -67,6 +80,14 @@ export type AppDeps = {
   recordRouteTemplates?: boolean;
   /** Metrics: told of each committed change to keys, as the audit log is. */
   keyEvents?: KeyEvents;
+  /** Leaked secrets: SECRET_PREFIX, LEAK_ACTION, the hook told of each leak, GitHub's keys when on. */
+  leaks: {
+    secretPrefix: string;
+    action: LeakAction;
+    onLeak: OnLeak;
+    /** With GITHUB_SECRET_SCANNING=on: the keys that sign GitHub's alerts (else no /leaks/github). */
+    github?: GithubKeySet;
+  };
 };
 
 export function createApp({
@@ -88,6 +109,7 @@ export function createApp({
   onVerification,
   recordRouteTemplates = false,
   keyEvents,
+  leaks,
 }: AppDeps) {
   const routes = { service, maxExpiresInSeconds, events: allKeyEvents(createAuditLog(logger), keyEvents) };
   const unavailable = createUnavailableLog(logger, clock);
@@ -113,6 +135,15 @@ export function createApp({
     onVerification && ((...outcome) => onVerification('forward_auth', ...outcome)),
   );
   const keyScheme = keyAuth(service, { usage: usageCounter, clientAddress });
+  const operatorScheme = operatorAuth(operators.jwt, operators.scope);
+  const leakService = createLeakService({
+    store,
+    clock,
+    secretPrefix: leaks.secretPrefix,
+    action: leaks.action,
+    events: routes.events,
+    onLeak: leaks.onLeak,
+  });
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
   const app = new Elysia({ prefix: basePath, normalize: false, strictPath: true });
   // Built from every route of `app` on first request, so routes added below are all in it.
@@ -123,6 +154,7 @@ export function createApp({
       { name: 'API keys', description: 'Create, list, get, rotate and delete API keys.' },
       { name: 'Verification', description: 'Verify a credential, or forward-auth for a reverse proxy.' },
       { name: 'Operations', description: 'Health.' },
+      { name: 'Leaks', description: "Leaked secrets reported by GitHub's secret scanning." },
       {
         name: 'Operator',
         description:
@@ -182,7 +214,7 @@ export function createApp({
     .use(usageRoutes({ suffix: 'key', auth: keyScheme, apikeys: service, usage, clock }))
     .use(
       adminRoutes({
-        auth: operatorAuth(operators.jwt, operators.scope),
+        auth: operatorScheme,
         admin: createAdminService({ apikeys: service, store, usage, subjects: mappedSubjects, clock }),
         policies,
         events: routes.events,
@@ -191,6 +223,9 @@ export function createApp({
         clock,
       }),
     )
+    .use(adminLeakRoutes({ auth: operatorScheme, leaks: leakService }))
+    // Off: an unknown path, as any other.
+    .use(leaks.github ? githubAlertRoutes({ keys: leaks.github, leaks: leakService }) : new Elysia())
     // In Elysia for the document (and for any caller without the edge); the edge answers them first.
     .use(verifyRoutes(verify))
     .use(forwardAuthRoutes(forwardAuth));
@@ -203,6 +238,7 @@ export function createApp({
   };
   const forwardAuthSubRoute: DirectRoute = { ...forwardAuthRoute, template: `${FORWARD_AUTH_PATH}/*` };
   const verifyPath = `${basePath}${VERIFY_PATH}`;
+  const githubAlertsPath = `${basePath}${GITHUB_ALERTS_PATH}`;
   const forwardAuthPath = `${basePath}${FORWARD_AUTH_PATH}`;
   return {
     /** Every request but the direct routes'. */
@@ -215,6 +251,12 @@ export function createApp({
       return path.charCodeAt(forwardAuthPath.length) === SLASH ? forwardAuthSubRoute : undefined;
     },
     answerError,
+    /** GitHub's alert batches may be larger than keygate's own bodies (leaks/routes.ts says why). */
+    bodyLimit(method: string, path: string): number {
+      return leaks.github && method === 'POST' && path === githubAlertsPath
+        ? GITHUB_MAX_BODY_BYTES
+        : MAX_BODY_BYTES;
+    },
   };
 }
 

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { isAbsolute, resolve } from 'node:path';
+import { SECRET_PREFIX_PATTERN } from './apikeys/secrets';
 import {
   type AsymmetricAlgorithm,
   algorithmsForPublicKey,
@@ -86,7 +87,18 @@ export type Config = Readonly<{
   forwardAuthRules: { path: string; rules: readonly ForwardAuthRule[] } | undefined;
   /** What forward-auth does with a request no rule matches: any valid credential, or deny (NO_RULE). */
   forwardAuthDefault: 'credential' | 'deny';
+  /** What every new secret starts with; secrets of earlier prefixes keep working. */
+  secretPrefix: string;
+  /** POST /leaks/github is served (GitHub's secret scanning alerts); off: it is an unknown path. */
+  githubSecretScanning: boolean;
+  /** Where GitHub publishes the keys that sign its alerts. */
+  githubSecretScanningKeysUrl: string;
+  /** What a leaked secret's key gets. */
+  leakAction: LeakAction;
 }>;
+
+export const LEAK_ACTIONS = ['disable', 'delete', 'notify'] as const;
+export type LeakAction = (typeof LEAK_ACTIONS)[number];
 
 /** A forward-auth route rule, its permissions query parsed. */
 export type ForwardAuthRule = RouteRule<PermissionQuery>;
@@ -188,6 +200,22 @@ export const SETTINGS = {
   FORWARD_AUTH_DEFAULT: {
     default: 'credential',
     help: 'forward-auth for a request no rule matches: credential (any valid one) or deny',
+  },
+  SECRET_PREFIX: {
+    default: 'kgs_',
+    help: 'what new secrets start with: 2 to 16 characters of a-z 0-9 _, ending in _ (register it with secret scanners)',
+  },
+  GITHUB_SECRET_SCANNING: {
+    default: 'off',
+    help: "on: serve POST /leaks/github for GitHub's secret scanning alerts",
+  },
+  GITHUB_SECRET_SCANNING_KEYS_URL: {
+    default: 'https://api.github.com/meta/public_keys/secret_scanning',
+    help: 'where the keys that sign those alerts are published, http(s)',
+  },
+  LEAK_ACTION: {
+    default: 'disable',
+    help: "what a leaked secret's key gets: disable, delete or notify (the event and audit line only)",
   },
 } as const satisfies Record<string, SettingSpec>;
 
@@ -316,6 +344,13 @@ function buildConfig(
     trustedProxyList: trustedProxies(raw('TRUSTED_PROXIES') ?? ''),
     forwardAuthRules: forwardAuthRules(raw('FORWARD_AUTH_RULES_FILE')),
     forwardAuthDefault: forwardAuthDefault(raw('FORWARD_AUTH_DEFAULT') ?? 'credential'),
+    secretPrefix: secretPrefix(raw('SECRET_PREFIX') ?? 'kgs_'),
+    githubSecretScanning: onOrOff('GITHUB_SECRET_SCANNING', raw('GITHUB_SECRET_SCANNING') ?? 'off'),
+    githubSecretScanningKeysUrl: httpUrl(
+      'GITHUB_SECRET_SCANNING_KEYS_URL',
+      raw('GITHUB_SECRET_SCANNING_KEYS_URL') ?? '',
+    ),
+    leakAction: leakAction(raw('LEAK_ACTION') ?? 'disable'),
   });
 }
 
@@ -350,6 +385,29 @@ export function readRouteRules(path: string, refused: (problem: string) => Error
     if (error instanceof RouteRulesError) throw refused(`${path}: ${error.message}`);
     throw error;
   }
+}
+
+function secretPrefix(value: string): string {
+  if (!SECRET_PREFIX_PATTERN.test(value)) {
+    throw new ConfigError(
+      `SECRET_PREFIX must be 2 to 16 characters of a-z, 0-9 and _, ending in _ (got "${value.slice(0, 40)}").`,
+    );
+  }
+  return value;
+}
+
+function onOrOff(name: SettingName, value: string): boolean {
+  if (value !== 'on' && value !== 'off')
+    throw new ConfigError(`${name} must be on or off (got "${value.slice(0, 40)}").`);
+  return value === 'on';
+}
+
+function leakAction(value: string): LeakAction {
+  const action = LEAK_ACTIONS.find((candidate) => candidate === value);
+  if (!action) {
+    throw new ConfigError(`LEAK_ACTION must be disable, delete or notify (got "${value.slice(0, 40)}").`);
+  }
+  return action;
 }
 
 function forwardAuthDefault(value: string): 'credential' | 'deny' {
@@ -460,6 +518,10 @@ function withoutPassword(value: string): string {
 }
 
 function jwksUrl(value: string): string {
+  return httpUrl('JWT_JWKS_URL', value);
+}
+
+function httpUrl(name: SettingName, value: string): string {
   let url: URL | undefined;
   try {
     url = new URL(value);
@@ -467,7 +529,7 @@ function jwksUrl(value: string): string {
     url = undefined;
   }
   if (url === undefined || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
-    throw new ConfigError(`JWT_JWKS_URL must be an http(s) URL (got "${value.slice(0, 200)}").`);
+    throw new ConfigError(`${name} must be an http(s) URL (got "${value.slice(0, 200)}").`);
   }
   return url.href;
 }

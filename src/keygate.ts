@@ -28,6 +28,8 @@ import { createSqliteApiKeyStore } from './db/sqlite/store';
 import { createSqliteSubjectStore } from './db/sqlite/subjects';
 import { createSqliteUsageStore } from './db/sqlite/usage-store';
 import { withHttpEdge } from './http/edge';
+import { leakAuditLine } from './leaks/audit';
+import { createGithubKeySet } from './leaks/github-keys';
 import { MemoryRateLimiter } from './limits/memory-rate-limiter';
 import { PendingAdmissions } from './limits/pending-admissions';
 import { counterOf } from './limits/rate-limit';
@@ -215,6 +217,7 @@ export async function createKeygate(
     maxKeysPerUser: config.maxKeysPerUser,
     policyOf: policies.policyOf,
     lastUsedAt: usage.lastUsedAt,
+    secretPrefix: config.secretPrefix,
     // A replaced or removed rate limit's counts start afresh.
     onRateLimitReplaced: (lineage) =>
       rateLimiter.forget([counterOf('key', lineage), counterOf('operator', lineage)]),
@@ -264,12 +267,23 @@ export async function createKeygate(
     onVerification: metrics?.verification,
     keyEvents: metrics?.keyEvents,
     recordRouteTemplates: metrics !== undefined,
+    leaks: {
+      secretPrefix: config.secretPrefix,
+      action: config.leakAction,
+      // The one hook every leak found goes through: the audit line now; the webhook outbox's
+      // key.leaked joins it here.
+      onLeak: leakAuditLine(logger),
+      github: config.githubSecretScanning
+        ? createGithubKeySet({ url: config.githubSecretScanningKeysUrl, clock })
+        : undefined,
+    },
   });
   const handle = withHttpEdge(app.fetch, logger, {
     directRoute: app.directRoute,
     answerError: app.answerError,
     explainTokenRefusals: config.logLevel === 'debug',
     observe: metrics?.observeRequest,
+    bodyLimit: app.bodyLimit,
     keepAlive: advertiseKeepAlive ? `timeout=${config.idleTimeoutSeconds}` : undefined,
   });
   return {

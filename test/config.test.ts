@@ -53,7 +53,44 @@ describe('loadConfig', () => {
       trustedProxyList: expect.any(Object),
       forwardAuthRules: undefined,
       forwardAuthDefault: 'credential',
+      secretPrefix: 'kgs_',
+      githubSecretScanning: false,
+      githubSecretScanningKeysUrl: 'https://api.github.com/meta/public_keys/secret_scanning',
+      leakAction: 'disable',
     });
+  });
+
+  it('takes SECRET_PREFIX of 2 to 16 characters of a-z 0-9 _ ending in _, and refuses others in one line', () => {
+    for (const prefix of ['a_', 'acme_', 'acme_prod_', '0123456789abcde_', '__']) {
+      expect(loadConfig({ SECRET_PREFIX: prefix }).secretPrefix).toBe(prefix);
+    }
+    for (const prefix of ['_', 'acme', 'Acme_', 'acme-', 'ac-me_', '0123456789abcdef_', 'ac me_', 'é_']) {
+      expect(() => loadConfig({ SECRET_PREFIX: prefix })).toThrow(
+        new ConfigError(
+          `SECRET_PREFIX must be 2 to 16 characters of a-z, 0-9 and _, ending in _ (got "${prefix}").`,
+        ),
+      );
+    }
+  });
+
+  it('reads GITHUB_SECRET_SCANNING (on/off), its keys URL (http(s)) and LEAK_ACTION', () => {
+    const config = loadConfig({
+      GITHUB_SECRET_SCANNING: 'on',
+      GITHUB_SECRET_SCANNING_KEYS_URL: 'http://127.0.0.1:9/keys',
+      LEAK_ACTION: 'notify',
+    });
+    expect(config.githubSecretScanning).toBe(true);
+    expect(config.githubSecretScanningKeysUrl).toBe('http://127.0.0.1:9/keys');
+    expect(config.leakAction).toBe('notify');
+    expect(() => loadConfig({ GITHUB_SECRET_SCANNING: 'yes' })).toThrow(
+      'GITHUB_SECRET_SCANNING must be on or off (got "yes").',
+    );
+    expect(() => loadConfig({ GITHUB_SECRET_SCANNING_KEYS_URL: 'ftp://x/keys' })).toThrow(
+      'GITHUB_SECRET_SCANNING_KEYS_URL must be an http(s) URL (got "ftp://x/keys").',
+    );
+    expect(() => loadConfig({ LEAK_ACTION: 'revoke' })).toThrow(
+      'LEAK_ACTION must be disable, delete or notify (got "revoke").',
+    );
   });
 
   it('reads the environment, lets flags win, and treats empty as unset', () => {

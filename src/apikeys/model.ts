@@ -291,6 +291,15 @@ export const KeySummary = t.Object({
   permissions: t.Optional(Permissions),
   allowedIps: t.Optional(AllowedIps),
   policy: t.Optional(UserPolicy),
+  leakedAt: t.Optional(
+    t.String({
+      description:
+        'Present once the key’s secret was reported leaked (docs/leaks.md): when it was first reported, ISO 8601 with milliseconds.',
+    }),
+  ),
+  leakSource: t.Optional(
+    t.String({ description: 'Who first reported it: github:<where>, or the source given to /admin/leaks.' }),
+  ),
 });
 export type KeySummary = typeof KeySummary.static;
 

@@ -21,6 +21,7 @@ import { assertGrantable } from './grants';
 import type { KeyCache } from './key-cache';
 import type { ApiKeyView, CreateKeyInput, KeySummary } from './model';
 import {
+  DEFAULT_SECRET_PREFIX,
   generateKeyId,
   generateSecret,
   hashSecret,
@@ -68,6 +69,8 @@ export type ApiKeyServiceOptions = {
   lastUsedAt?: (keyId: string, stored: number | null | undefined) => number | null;
   /** Told, before the update answers, that a lineage's rate limit was replaced or removed. */
   onRateLimitReplaced?: (lineage: string) => Promise<void> | void;
+  /** SECRET_PREFIX: what every new secret starts with (default `kgs_`). */
+  secretPrefix?: string;
 };
 
 export type ApiKeyService = ReturnType<typeof createApiKeyService>;
@@ -95,7 +98,16 @@ export function createApiKeyService({
   policyOf = () => undefined,
   lastUsedAt = (_keyId, stored) => stored ?? null,
   onRateLimitReplaced,
+  secretPrefix = DEFAULT_SECRET_PREFIX,
 }: ApiKeyServiceOptions) {
+  const newKey = (fields: Omit<ApiKeyRow, 'id' | 'secretHash'>): { row: ApiKeyRow; secret: string } => {
+    const secret = generateSecret(secretPrefix);
+    return {
+      row: { id: generateKeyId(fields.createdAt), secretHash: hashSecret(secret), ...fields },
+      secret,
+    };
+  };
+
   /** Key info, with the latest use the usage counter knows of and the user's policy, if any. */
   const infoOf = (row: ApiKeyRow, now: number, policy: StoredPolicy | undefined): KeySummary => {
     const info = summaryOf(row, now, lastUsedAt(row.id, row.lastUsedAt));
@@ -132,11 +144,12 @@ export function createApiKeyService({
     /**
      * Where every key-and-secret authentication starts (the /key scheme, verify, forward-auth).
      * Both failing paths do the same work: a lookup (cached), one hash, one constant-time compare and
-     * the expiry check, so an unknown key and a wrong secret take the same time. A `kgs_` secret with
-     * a wrong checksum is refused before the lookup: that says nothing about any stored key.
+     * the expiry check, so an unknown key and a wrong secret take the same time. A secret of the
+     * checksummed shape with a wrong checksum is refused before the lookup (secrets.ts): that says
+     * nothing about any stored key.
      */
     authenticateKey(key: string, secret: string): SyncOrAsync<KeyAuthentication> {
-      if (!isWellFormedSecret(secret)) return NOT_FOUND;
+      if (!isWellFormedSecret(secret, secretPrefix)) return NOT_FOUND;
       // A key cache hit, or a read of a synchronous store (SQLite), answers at once: no promise.
       const row = KEY_ID_PATTERN.test(key) ? keys.find(key) : undefined;
       return andThen(row, (found) => authenticationOf(secret, found));
@@ -354,11 +367,6 @@ const NOT_FOUND: KeyAuthentication = Object.freeze({ status: 'not-found' });
 
 const UNKNOWN_KEY_HASH = hashSecret('no key has this secret');
 
-function newKey(fields: Omit<ApiKeyRow, 'id' | 'secretHash'>): { row: ApiKeyRow; secret: string } {
-  const secret = generateSecret();
-  return { row: { id: generateKeyId(fields.createdAt), secretHash: hashSecret(secret), ...fields }, secret };
-}
-
 function createdView(row: ApiKeyRow, secret: string): ApiKeyView {
   return {
     key: row.id,
@@ -399,5 +407,8 @@ export function summaryOf(row: ApiKeyRow, now: number, lastUsed: number | null):
     enabled,
     lastUsedAt: lastUsed === null ? null : new Date(lastUsed).toISOString(),
     ...settings,
+    ...(row.leakedAt == null
+      ? {}
+      : { leakedAt: new Date(row.leakedAt).toISOString(), leakSource: row.leakSource ?? 'unknown' }),
   };
 }

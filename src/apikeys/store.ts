@@ -37,6 +37,9 @@ export type ApiKeyRow = {
   lastUsedAt?: number | null;
   /** The credits of its lineage (one pool per lineage), as stored: read with the key, written on create and update. */
   credits?: StoredCredits | null;
+  /** When its secret was first reported leaked (ms), and the report's source; null (or absent): never. */
+  leakedAt?: number | null;
+  leakSource?: string | null;
 };
 
 /** What an update changes; an absent property stays as it is, a null one is removed. */
@@ -51,6 +54,9 @@ export type KeyUpdate = {
   /** JSON text, as the row holds them; null removes them. */
   permissions?: string | null;
   allowedIps?: string | null;
+  /** The leak marker (leaks/service.ts). */
+  leakedAt?: number;
+  leakSource?: string;
 };
 
 /** A position in a user's list of keys, newest first: the last item of the previous page. */
@@ -97,6 +103,12 @@ export interface ApiKeyStore {
    * unknown key cannot be told apart by the time of an uncached lookup.
    */
   findKey(id: string): ApiKeyRow | undefined | Promise<ApiKeyRow | undefined>;
+
+  /**
+   * Every stored key (expired ones too) whose secret hashes to one of `hashes` (SHA-256, as
+   * `secretHash`), found by the index on the hash: a leaked secret names no key.
+   */
+  findKeysBySecretHashes(hashes: readonly Uint8Array[]): Promise<ApiKeyRow[]>;
 
   /** Newest first by (createdAt, id), strictly after `after`. */
   listLiveKeys(query: ListQuery): Promise<ApiKeyRow[]>;

@@ -30,8 +30,27 @@ export function readJsonBody(request: Request): Promise<unknown> {
   return bytes.then(jsonOf);
 }
 
+/**
+ * The body's bytes as sent, for a route that must see them unparsed (a signature over the raw body),
+ * up to `maxBytes` (a declared length above it is refused by the edge before this is read).
+ */
+export async function readBodyBytes(request: Request, maxBytes: number): Promise<Uint8Array> {
+  const bytes = request.headers.has('content-length')
+    ? await request.bytes()
+    : await readChunked(request, maxBytes);
+  if (bytes === null || bytes.byteLength > maxBytes) {
+    throw new HttpError(413, `The body is larger than ${maxBytes} bytes.`, CLOSE);
+  }
+  return bytes;
+}
+
 function jsonOf(bytes: Uint8Array | null): unknown {
   if (bytes === null || bytes.byteLength > MAX_BODY_BYTES) throw new HttpError(413, BODY_TOO_LARGE, CLOSE);
+  return jsonOfBytes(bytes);
+}
+
+/** The JSON value of UTF-8 bytes, or the 400 that names what is wrong with them. */
+export function jsonOfBytes(bytes: Uint8Array): unknown {
   let text: string;
   try {
     text = utf8.decode(bytes);
@@ -99,14 +118,14 @@ function nestingDepth(text: string): number {
   return deepest;
 }
 
-/** A body without Content-Length (chunked), or null once it passes MAX_BODY_BYTES. */
-async function readChunked(request: Request): Promise<Uint8Array | null> {
+/** A body without Content-Length (chunked), or null once it passes `maxBytes`. */
+async function readChunked(request: Request, maxBytes = MAX_BODY_BYTES): Promise<Uint8Array | null> {
   if (!request.body) return new Uint8Array(0);
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of request.body) {
     size += chunk.byteLength;
-    if (size > MAX_BODY_BYTES) return null;
+    if (size > maxBytes) return null;
     chunks.push(chunk);
   }
   return Buffer.concat(chunks);

@@ -57,12 +57,21 @@ export type EdgeOptions = {
   observe?: RequestObserver;
   /** The Keep-Alive header every response that keeps its connection advertises (serve). */
   keepAlive?: string;
+  /** The largest body a path takes, for the few routes that take more than MAX_BODY_BYTES. */
+  bodyLimit?: (method: string, path: string) => number;
 };
 
 export function withHttpEdge(
   handle: (request: Request) => SyncOrAsync<Response>,
   logger: Logger,
-  { directRoute, answerError, explainTokenRefusals = false, observe, keepAlive }: EdgeOptions,
+  {
+    directRoute,
+    answerError,
+    explainTokenRefusals = false,
+    observe,
+    keepAlive,
+    bodyLimit = () => MAX_BODY_BYTES,
+  }: EdgeOptions,
 ): (request: Request, server?: PeerSource) => SyncOrAsync<Response> {
   /** The request line and the observation; the edge's headers too unless the route sent them. */
   const finish = (
@@ -144,11 +153,13 @@ export function withHttpEdge(
     const path = queryStart === -1 ? url.slice(pathStart) : url.slice(pathStart, queryStart);
     const route = directRoute(request.method, path);
     // Refused before reading a byte of it (and before authentication): the declared size says enough.
-    if (
-      (route === undefined || route.readsBody) &&
-      Number(request.headers.get('content-length') ?? 0) > MAX_BODY_BYTES
-    ) {
-      return finish(request, context, started, path, errorResponse(413, BODY_TOO_LARGE, CLOSE), false);
+    const declared = Number(request.headers.get('content-length') ?? 0);
+    if ((route === undefined || route.readsBody) && declared > MAX_BODY_BYTES) {
+      const limit = route === undefined ? bodyLimit(request.method, path) : MAX_BODY_BYTES;
+      if (declared > limit) {
+        const message = limit === MAX_BODY_BYTES ? BODY_TOO_LARGE : `The body is larger than ${limit} bytes.`;
+        return finish(request, context, started, path, errorResponse(413, message, CLOSE), false);
+      }
     }
     if (route !== undefined) {
       const query = queryStart === -1 ? '' : url.slice(queryStart + 1);

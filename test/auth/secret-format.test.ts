@@ -2,7 +2,7 @@
 // store, and secrets issued in the earlier format keep authenticating.
 import { afterEach, beforeEach, describe, expect, it, spyOn } from 'bun:test';
 import { randomBytes } from 'node:crypto';
-import { generateKeyId, hashSecret } from '../../src/apikeys/secrets';
+import { generateKeyId, generateSecret, hashSecret } from '../../src/apikeys/secrets';
 import { START, type TestKeygate, testKeygate } from '../support/keygate';
 
 let k: TestKeygate;
@@ -72,5 +72,50 @@ describe('a secret issued before the kgs_ format', () => {
     const wrongSecret = `${old.slice(0, -1)}${old.endsWith('A') ? 'B' : 'A'}`;
     const wrong = await k.req('POST', '/apikeys/verify', { body: { key, secret: wrongSecret } });
     expect(wrong.json).toEqual({ result: 'success', valid: false, code: 'NOT_FOUND' });
+  });
+});
+
+describe('SECRET_PREFIX=acme_', () => {
+  it('starts new secrets with acme_; its wrong checksum asks nothing; a kgs_ secret from before still works', async () => {
+    const local = await testKeygate({ SECRET_PREFIX: 'acme_' });
+    try {
+      const { key, secret } = await local.createKey(42);
+      expect(secret).toMatch(/^acme_[0-9A-Za-z]{49}$/);
+      const ok = await local.req('POST', '/apikeys/verify', { body: { key, secret } });
+      expect(ok.json.code).toBe('VALID');
+
+      const storeFind = spyOn(local.keygate.store, 'findKey');
+      const bad = await local.req('POST', '/apikeys/verify', {
+        body: { key, secret: withBadChecksum(secret) },
+      });
+      expect(bad.json).toEqual({ result: 'success', valid: false, code: 'NOT_FOUND' });
+      expect(storeFind).not.toHaveBeenCalled();
+
+      // A key issued under the default prefix before the setting changed.
+      const before = generateKeyId(START);
+      const kgs = generateSecret();
+      await local.keygate.store.insertKeyWithinLimit(
+        {
+          id: before,
+          secretHash: hashSecret(kgs),
+          userId: 42,
+          level: 1,
+          name: 'kgs',
+          createdAt: START,
+          expiresAt: START + 3_600_000,
+        },
+        1000,
+      );
+      const old = await local.req('POST', '/apikeys/verify', { body: { key: before, secret: kgs } });
+      expect(old.json.code).toBe('VALID');
+      storeFind.mockClear();
+      const oldBad = await local.req('POST', '/apikeys/verify', {
+        body: { key: before, secret: withBadChecksum(kgs) },
+      });
+      expect(oldBad.json.code).toBe('NOT_FOUND');
+      expect(storeFind).not.toHaveBeenCalled();
+    } finally {
+      await local.close();
+    }
   });
 });

@@ -11,6 +11,7 @@ import {
   KEY_ID_PATTERN,
   SECRET_PATTERN,
   secretMatches,
+  secretPattern,
 } from '../../src/apikeys/secrets';
 
 describe('generateKeyId', () => {
@@ -102,6 +103,48 @@ describe('isWellFormedSecret', () => {
   it('lets secrets of the earlier format, and anything without the prefix, through to the store', () => {
     expect(isWellFormedSecret(randomBytes(32).toString('base64url'))).toBe(true);
     expect(isWellFormedSecret('KGS_not-ours')).toBe(true);
+  });
+});
+
+describe('SECRET_PREFIX', () => {
+  const otherDigit = (c: string) => (c === '0' ? '1' : '0');
+  it('starts every new secret, with the same body and checksum after it', () => {
+    for (let i = 0; i < 1000; i++) {
+      const secret = generateSecret('acme_');
+      expect(secret).toMatch(secretPattern('acme_'));
+      expect(secret.slice(-6)).toBe(checksumOf(secret.slice(5, 48)));
+      expect(isWellFormedSecret(secret, 'acme_')).toBe(true);
+    }
+  });
+
+  it.each([
+    ['the configured prefix', 'acme_'],
+    ['kgs_', 'kgs_'],
+    ['an earlier prefix, neither of them', 'old_prod_'],
+    ['the longest prefix', '0123456789abcde_'],
+    ['the shortest prefix', 'a_'],
+  ])('refuses a wrong checksum after %s, and passes a right one', (_, prefix) => {
+    const good = generateSecret(prefix);
+    expect(isWellFormedSecret(good, 'acme_')).toBe(true);
+    expect(isWellFormedSecret(`${good.slice(0, -1)}${otherDigit(good.slice(-1))}`, 'acme_')).toBe(false);
+  });
+
+  it('refuses a damaged secret of the configured prefix or kgs_ (short, long, outside base62)', () => {
+    for (const prefix of ['acme_', 'kgs_']) {
+      const good = generateSecret(prefix);
+      expect(isWellFormedSecret(good.slice(0, -1), 'acme_')).toBe(false);
+      expect(isWellFormedSecret(`${good}0`, 'acme_')).toBe(false);
+      expect(isWellFormedSecret(`${good.slice(0, 20)}-${good.slice(21)}`, 'acme_')).toBe(false);
+    }
+  });
+
+  it('never refuses a secret of the earlier format, even one that starts with the prefix', () => {
+    for (let i = 0; i < 1000; i++) {
+      const old = randomBytes(32).toString('base64url');
+      expect(isWellFormedSecret(old, 'a_')).toBe(true);
+      expect(isWellFormedSecret(`a_${old.slice(2)}`, 'a_')).toBe(true);
+      expect(isWellFormedSecret(`kgs_${old.slice(4)}`, 'a_')).toBe(true);
+    }
   });
 });
 

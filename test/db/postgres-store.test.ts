@@ -206,3 +206,29 @@ describe.skipIf(TEST_ENGINE !== 'postgres')('the PostgreSQL store', () => {
     expect((await counted(sql)).length).toBe(7);
   });
 });
+
+describe.skipIf(TEST_ENGINE !== 'postgres')('finding keys by their secret', () => {
+  it('finds every key of the given hashes, expired too, by the secret_hash index', async () => {
+    const url = await freshPostgresDatabase();
+    const store = await replica(url);
+    const hashOf = (n: number) => new Uint8Array(32).fill(n);
+    await store.insertKeyWithinLimit(row(id(1), { secretHash: hashOf(1) }), 1000);
+    await store.insertKeyWithinLimit(row(id(2), { secretHash: hashOf(2), expiresAt: 1001 }), 1000);
+    await store.insertKeyWithinLimit(row(id(3), { secretHash: hashOf(3) }), 1000);
+    const found = await store.findKeysBySecretHashes([hashOf(1), hashOf(2), hashOf(9)]);
+    expect(found.map((key) => key.id).sort()).toEqual([id(1), id(2)]);
+    expect(Buffer.from(found.find((key) => key.id === id(1))?.secretHash ?? [])).toEqual(
+      Buffer.from(hashOf(1)),
+    );
+    expect(await store.findKeysBySecretHashes([])).toEqual([]);
+
+    const sql = admin(url);
+    await sql`SET enable_seqscan = off`;
+    const plan = await sql.unsafe(
+      `EXPLAIN SELECT id FROM api_keys WHERE secret_hash = ANY('{${'00'.repeat(32)},${'01'.repeat(32)}}'::text[])`,
+    );
+    expect(plan.map((line: Record<string, string>) => Object.values(line)[0]).join(' ')).toContain(
+      'api_keys_secret_hash',
+    );
+  });
+});

@@ -160,6 +160,28 @@ describe('the OpenAPI document', () => {
     expect(unauthenticated.headers.get('x-request-id')).toBeTruthy();
   });
 
+  it('documents the leak endpoints with named schemas; /leaks/github only when GitHub secret scanning is on', async () => {
+    expect((await documentOf()).paths['/leaks/github']).toBeUndefined();
+    const doc = await documentOf({ GITHUB_SECRET_SCANNING: 'on' });
+    await expect(SwaggerParser.validate(structuredClone(doc))).resolves.toBeDefined();
+    const json = (operation: Node, status: string) =>
+      operation.responses[status].content['application/json'].schema;
+    const github = doc.paths['/leaks/github'].post;
+    expect(github.requestBody.content['application/json'].schema).toEqual({
+      $ref: '#/components/schemas/GithubSecretScanningAlerts',
+    });
+    expect(json(github, '200')).toEqual({ $ref: '#/components/schemas/GithubSecretScanningFeedback' });
+    expect(github.responses['401']).toBeDefined();
+    const admin = doc.paths['/admin/leaks'].post;
+    expect(admin.requestBody.content['application/json'].schema).toEqual({
+      $ref: '#/components/schemas/LeakReportRequest',
+    });
+    expect(json(admin, '200')).toEqual({ $ref: '#/components/schemas/LeakReportResponse' });
+    expect(admin.security).toEqual([{ bearer: [] }]);
+    expect(doc.components.schemas.KeySummary.properties).toHaveProperty('leakedAt');
+    expect(doc.components.schemas.LeakReportResponse.properties.notFound.type).toBe('integer');
+  });
+
   it('says which operations take no credentials, and uses unique operation ids without BASE_PATH', async () => {
     const doc = await documentOf({ BASE_PATH: '/kgbase' });
     expect(doc.paths['/health'].get.security).toEqual([]);

@@ -40,6 +40,9 @@ export const apiKeys = pgTable(
     permissions: text('permissions'),
     // Where it may be used from (a JSON array of addresses and CIDR blocks); null: anywhere.
     allowedIps: text('allowed_ips'),
+    // When its secret was first reported leaked (ms), and by whom (leaks/service.ts); null: never.
+    leakedAt: bigint('leaked_at', { mode: 'number' }),
+    leakSource: text('leak_source'),
   },
   (table) => [
     // Listing a user's keys newest first, keyset-paged on (created_at, id); the per-user cap counts a
@@ -49,6 +52,8 @@ export const apiKeys = pgTable(
     index('api_keys_expires').on(table.expiresAt),
     // The other keys of a rotation chain, asked when one goes: its credits go with the last of them.
     index('api_keys_lineage').on(table.lineage).where(sql`${table.lineage} IS NOT NULL`),
+    // A leaked secret names no key: its key is found by the secret's hash alone.
+    index('api_keys_secret_hash').on(table.secretHash),
   ],
 );
 

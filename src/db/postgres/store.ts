@@ -250,6 +250,18 @@ export async function createPostgresApiKeyStore(
       return read?.id === id ? read : undefined;
     },
 
+    async findKeysBySecretHashes(hashes) {
+      if (hashes.length === 0) return [];
+      const hex = hashes.map((hash) => Buffer.from(hash).toString('hex'));
+      const rows = await db
+        .select(keyWithCredits)
+        .from(apiKeys)
+        .leftJoin(keyCredits, creditsOfKey)
+        .where(sql`${apiKeys.secretHash} = ANY(${`{${hex.join(',')}}`}::text[])`)
+        .catch(unavailableOr);
+      return rows.map(toRow);
+    },
+
     async listLiveKeys({ userId, now, maxLevel, after, limit }) {
       const live = and(eq(apiKeys.userId, userId), gt(apiKeys.expiresAt, now), lte(apiKeys.level, maxLevel));
       const rows = await db

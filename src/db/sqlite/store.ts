@@ -26,6 +26,8 @@ export function unavailableOr(error: unknown): never {
   throw error;
 }
 
+const HASHES_PER_QUERY = 500;
+
 /** The store, and its write path for the other tables' stores (subjects) to share its group commit. */
 export type SqliteApiKeyStore = ApiKeyStore & {
   write<T>(work: () => T, committed?: (value: T) => void, signal?: AbortSignal): Promise<T>;
@@ -299,6 +301,21 @@ export function createSqliteApiKeyStore(
       } catch (error) {
         unavailableOr(error);
       }
+    },
+
+    async findKeysBySecretHashes(hashes) {
+      const found: ApiKeyRow[] = [];
+      // In slices, so that no statement nears SQLite's limit on parameters.
+      for (let i = 0; i < hashes.length; i += HASHES_PER_QUERY) {
+        const slice = hashes.slice(i, i + HASHES_PER_QUERY).map((hash) => Buffer.from(hash));
+        try {
+          const rows = selectKeys().where(inArray(apiKeys.secretHash, slice)).all();
+          found.push(...rows.map(withCredits));
+        } catch (error) {
+          unavailableOr(error);
+        }
+      }
+      return found;
     },
 
     async listLiveKeys({ userId, now, maxLevel, after, limit }) {
