@@ -26,6 +26,9 @@ const OPERATIONS: Array<[method: string, path: string, success: string, schema: 
   ['get', '/admin/users/{userId}/policy', '200', 'PolicyResponse'],
   ['delete', '/admin/users/{userId}/policy', '204', undefined],
   ['get', '/admin/subjects', '200', 'SubjectResponse'],
+  ['get', '/admin/users', '200', 'UserListResponse'],
+  ['get', '/admin/apikeys', '200', 'KeySearchResponse'],
+  ['get', '/admin/overview', '200', 'OverviewResponse'],
 ];
 
 describe('the operator’s routes in the OpenAPI document', () => {

@@ -1,0 +1,143 @@
+// The LookupStore on PostgreSQL: the operator's queries across every user, on the pool (never on a
+// write batch's connection). docs/operator.md has what each costs at a million keys.
+import { and, desc, eq, getTableColumns, gt, sql } from 'drizzle-orm';
+import type { LookupStore } from '../../admin/lookup-store';
+import { withCredits } from '../key-rows';
+import type { PostgresDb } from './open';
+import { apiKeys, keyCredits } from './schema';
+import { unavailableOr } from './unavailable';
+
+// As on SQLite (db/sqlite/lookups.ts): candidates in user order from user_key_counts (which may name
+// users whose keys all expired and are not purged yet, hence the live count) and user_policies.
+const LIST_USERS = `
+  SELECT * FROM (
+    SELECT c.user_id,
+      (SELECT s.subject FROM subjects s WHERE s.user_id = c.user_id) AS subject,
+      (SELECT count(*) FROM api_keys k WHERE k.user_id = c.user_id AND k.expires_at > $1) AS keys,
+      (SELECT max(k.last_used_at) FROM api_keys k WHERE k.user_id = c.user_id AND k.expires_at > $1) AS last_used_at,
+      EXISTS (SELECT 1 FROM user_policies p WHERE p.user_id = c.user_id) AS has_policy
+    FROM (
+      SELECT user_id FROM user_key_counts WHERE user_id > $2 AND keys > 0
+      UNION
+      SELECT user_id FROM user_policies WHERE user_id > $2
+    ) c
+    ORDER BY c.user_id
+  ) users
+  WHERE keys > 0 OR has_policy
+  LIMIT $3`;
+
+// Rows held minus the expired ones not purged yet, in one snapshot.
+const COUNT_LIVE = `
+  SELECT (SELECT coalesce(sum(keys), 0) FROM user_key_counts)
+    - (SELECT count(*) FROM api_keys WHERE expires_at <= $1) AS n`;
+
+const COUNT_CREATED = 'SELECT coalesce(sum(count), 0) AS n FROM key_creations WHERE bucket >= $1';
+
+const VERIFICATIONS = `
+  SELECT code, sum(count) AS n FROM verification_counts WHERE bucket >= $1 GROUP BY code`;
+
+// A key's usage rows go with the key and are never written for a missing key: the ten are picked
+// before the join.
+const PER_KEY_VALID = `
+  SELECT key_id, sum(valid) AS valid FROM key_usage WHERE bucket >= $1 GROUP BY key_id HAVING sum(valid) > 0`;
+const TOP_KEYS = `
+  SELECT t.key_id, k.user_id, k.name, t.valid
+  FROM (${PER_KEY_VALID} ORDER BY valid DESC LIMIT $2) t JOIN api_keys k ON k.id = t.key_id
+  ORDER BY t.valid DESC`;
+const TOP_USERS = `
+  SELECT k.user_id, sum(t.valid) AS valid
+  FROM (${PER_KEY_VALID}) t JOIN api_keys k ON k.id = t.key_id
+  GROUP BY k.user_id ORDER BY valid DESC LIMIT $2`;
+
+const keyWithCredits = {
+  ...getTableColumns(apiKeys),
+  creditsRemaining: keyCredits.remaining,
+  creditsRefillAmount: keyCredits.refillAmount,
+  creditsRefillIntervalMs: keyCredits.refillIntervalMs,
+  creditsRefilledAt: keyCredits.refilledAt,
+};
+const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
+/** The LIKE pattern of ids starting with `prefix` (only letters, digits and `_`, which LIKE escapes). */
+const likePrefix = (prefix: string) => `${prefix.replaceAll('_', '\\_')}%`;
+
+export function createPostgresLookupStore(db: PostgresDb): LookupStore {
+  const client = db.$client;
+  // bigint columns and sums come back as strings.
+  const query = (text: string, params: unknown[]) =>
+    client.unsafe(text, params).catch(unavailableOr) as Promise<Array<Record<string, string | null>>>;
+  const number = (value: string | null | undefined) => (value == null ? null : Number(value));
+
+  return {
+    async listUsers({ now, afterUserId, limit }) {
+      const rows = await query(LIST_USERS, [now, afterUserId ?? -1, limit]);
+      return rows.map((row) => ({
+        userId: Number(row.user_id),
+        subject: row.subject ?? null,
+        keys: Number(row.keys),
+        lastUsedAt: number(row.last_used_at),
+        hasPolicy: (row.has_policy as unknown) === true,
+      }));
+    },
+
+    async searchKeys({ now, after, limit, idPrefix, namePart }) {
+      const rows = await db
+        .select(keyWithCredits)
+        .from(apiKeys)
+        .leftJoin(keyCredits, creditsOfKey)
+        .where(
+          and(
+            gt(apiKeys.expiresAt, now),
+            // On the text_pattern_ops index, whatever the database's collation.
+            idPrefix === undefined ? undefined : sql`${apiKeys.id} LIKE ${likePrefix(idPrefix)}`,
+            // ASCII letters folded only, as on SQLite (whose lower() folds no other): the same
+            // matches on both engines and under any locale.
+            namePart === undefined
+              ? undefined
+              : sql`strpos(translate(${apiKeys.name}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), ${namePart}) > 0`,
+            after === undefined
+              ? undefined
+              : sql`(${apiKeys.createdAt}, ${apiKeys.id}) < (${after.createdAt}, ${after.id})`,
+          ),
+        )
+        .orderBy(desc(apiKeys.createdAt), desc(apiKeys.id))
+        .limit(limit)
+        .catch(unavailableOr);
+      return rows.map((joined) => {
+        const row = withCredits(joined);
+        return { ...row, secretHash: Buffer.from(row.secretHash as unknown as string, 'hex') };
+      });
+    },
+
+    async countLiveKeys(now) {
+      const [row] = await query(COUNT_LIVE, [now]);
+      return Number(row?.n ?? 0);
+    },
+
+    async countCreatedSince(from) {
+      const [row] = await query(COUNT_CREATED, [from]);
+      return Number(row?.n ?? 0);
+    },
+
+    async verificationsSince(from) {
+      const counts: Record<string, number> = {};
+      for (const row of await query(VERIFICATIONS, [from])) counts[row.code as string] = Number(row.n);
+      return counts;
+    },
+
+    async topKeysSince(from, limit) {
+      return (await query(TOP_KEYS, [from, limit])).map((row) => ({
+        keyId: row.key_id as string,
+        userId: Number(row.user_id),
+        name: row.name as string,
+        valid: Number(row.valid),
+      }));
+    },
+
+    async topUsersSince(from, limit) {
+      return (await query(TOP_USERS, [from, limit])).map((row) => ({
+        userId: Number(row.user_id),
+        valid: Number(row.valid),
+      }));
+    },
+  };
+}

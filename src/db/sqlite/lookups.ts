@@ -1,0 +1,133 @@
+// The LookupStore on SQLite: the operator's queries across every user, read on the connection's own
+// prepared statements (they never wait for the writer). docs/operator.md has what each costs at a
+// million keys.
+import { and, desc, getTableColumns, gt, sql } from 'drizzle-orm';
+import type { LookupStore, TopKey, TopUser, UserRow } from '../../admin/lookup-store';
+import { withCredits } from '../key-rows';
+import type { Db } from './open';
+import { apiKeys, keyCredits } from './schema';
+import { unavailableOr } from './store';
+
+// A user holds live keys or a policy. The candidates come in user order from two primary keys:
+// user_key_counts (kept by triggers; it may name users whose keys all expired and are not purged
+// yet, hence the live count) and user_policies; each candidate's live keys are counted on the
+// per-user index, their last uses read from their rows.
+const LIST_USERS = `
+  SELECT userId, subject, keys, lastUsedAt, hasPolicy FROM (
+    SELECT c.user_id AS userId,
+      (SELECT s.subject FROM subjects s WHERE s.user_id = c.user_id) AS subject,
+      (SELECT count(*) FROM api_keys k WHERE k.user_id = c.user_id AND k.expires_at > ?1) AS keys,
+      (SELECT max(k.last_used_at) FROM api_keys k WHERE k.user_id = c.user_id AND k.expires_at > ?1) AS lastUsedAt,
+      EXISTS (SELECT 1 FROM user_policies p WHERE p.user_id = c.user_id) AS hasPolicy
+    FROM (
+      SELECT user_id FROM user_key_counts WHERE user_id > ?2 AND keys > 0
+      UNION
+      SELECT user_id FROM user_policies WHERE user_id > ?2
+    ) c
+    ORDER BY c.user_id
+  )
+  WHERE keys > 0 OR hasPolicy
+  LIMIT ?3`;
+
+// Rows held minus the expired ones not purged yet: 100k counter rows and a short range of the
+// expiry index, rather than a million index entries.
+const COUNT_LIVE = `
+  SELECT (SELECT coalesce(sum(keys), 0) FROM user_key_counts)
+    - (SELECT count(*) FROM api_keys WHERE expires_at <= ?1) AS n`;
+
+const COUNT_CREATED = 'SELECT coalesce(sum(count), 0) AS n FROM key_creations WHERE bucket >= ?1';
+
+const VERIFICATIONS = `
+  SELECT code, sum(count) AS n FROM verification_counts WHERE bucket >= ?1 GROUP BY code`;
+
+// A key's usage rows go with the key (same transaction) and are never written for a missing key,
+// so every key counted here is in api_keys: the ten are picked before the join.
+const PER_KEY_VALID = `
+  SELECT key_id, sum(valid) AS valid FROM key_usage WHERE bucket >= ?1 GROUP BY key_id HAVING sum(valid) > 0`;
+const TOP_KEYS = `
+  SELECT t.key_id AS keyId, k.user_id AS userId, k.name AS name, t.valid AS valid
+  FROM (${PER_KEY_VALID} ORDER BY valid DESC LIMIT ?2) t JOIN api_keys k ON k.id = t.key_id
+  ORDER BY t.valid DESC`;
+const TOP_USERS = `
+  SELECT k.user_id AS userId, sum(t.valid) AS valid
+  FROM (${PER_KEY_VALID}) t JOIN api_keys k ON k.id = t.key_id
+  GROUP BY k.user_id ORDER BY valid DESC LIMIT ?2`;
+
+export function createSqliteLookupStore(db: Db): LookupStore {
+  const client = db.$client;
+  const listUsers = client.prepare(LIST_USERS);
+  const countLive = client.prepare(COUNT_LIVE);
+  const countCreated = client.prepare(COUNT_CREATED);
+  const verifications = client.prepare(VERIFICATIONS);
+  const topKeys = client.prepare(TOP_KEYS);
+  const topUsers = client.prepare(TOP_USERS);
+  const keyWithCredits = {
+    ...getTableColumns(apiKeys),
+    creditsRemaining: keyCredits.remaining,
+    creditsRefillAmount: keyCredits.refillAmount,
+    creditsRefillIntervalMs: keyCredits.refillIntervalMs,
+    creditsRefilledAt: keyCredits.refilledAt,
+  };
+  const creditsOfKey = sql`${keyCredits.lineage} = coalesce(${apiKeys.lineage}, ${apiKeys.id})`;
+
+  const read = async <T>(query: () => T): Promise<T> => {
+    try {
+      return query();
+    } catch (error) {
+      unavailableOr(error);
+    }
+  };
+
+  return {
+    listUsers: ({ now, afterUserId, limit }) =>
+      read(() =>
+        (
+          listUsers.all(now, afterUserId ?? -1, limit) as Array<
+            Omit<UserRow, 'hasPolicy'> & { hasPolicy: number }
+          >
+        ).map((row) => ({ ...row, hasPolicy: row.hasPolicy === 1 })),
+      ),
+
+    searchKeys: ({ now, after, limit, idPrefix, namePart }) =>
+      read(() =>
+        db
+          .select(keyWithCredits)
+          .from(apiKeys)
+          .leftJoin(keyCredits, creditsOfKey)
+          .where(
+            and(
+              gt(apiKeys.expiresAt, now),
+              // The primary key's range: '~' sorts after every character of an id.
+              idPrefix === undefined
+                ? undefined
+                : sql`${apiKeys.id} >= ${idPrefix} AND ${apiKeys.id} < ${`${idPrefix}~`}`,
+              // lower() folds ASCII letters only, as the caller folded namePart.
+              namePart === undefined ? undefined : sql`instr(lower(${apiKeys.name}), ${namePart}) > 0`,
+              after === undefined
+                ? undefined
+                : sql`(${apiKeys.createdAt}, ${apiKeys.id}) < (${after.createdAt}, ${after.id})`,
+            ),
+          )
+          .orderBy(desc(apiKeys.createdAt), desc(apiKeys.id))
+          .limit(limit)
+          .all()
+          .map(withCredits),
+      ),
+
+    countLiveKeys: (now) => read(() => (countLive.get(now) as { n: number }).n),
+
+    countCreatedSince: (from) => read(() => (countCreated.get(from) as { n: number }).n),
+
+    verificationsSince: (from) =>
+      read(() => {
+        const counts: Record<string, number> = {};
+        for (const row of verifications.all(from) as Array<{ code: string; n: number }>)
+          counts[row.code] = row.n;
+        return counts;
+      }),
+
+    topKeysSince: (from, limit) => read(() => topKeys.all(from, limit) as TopKey[]),
+
+    topUsersSince: (from, limit) => read(() => topUsers.all(from, limit) as TopUser[]),
+  };
+}
