@@ -54,3 +54,12 @@ export interface LookupStore {
   topKeysSince(from: number, limit: number): Promise<TopKey[]>;
   topUsersSince(from: number, limit: number): Promise<TopUser[]>;
 }
+
+/** The first `limit` user ids of two ascending lists (users with keys, users with a policy), each once. */
+export function firstUsers(
+  withKeys: readonly number[],
+  withPolicy: readonly number[],
+  limit: number,
+): number[] {
+  return [...new Set([...withKeys, ...withPolicy])].sort((a, b) => a - b).slice(0, limit);
+}

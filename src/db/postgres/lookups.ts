@@ -1,30 +1,27 @@
 // The LookupStore on PostgreSQL: the operator's queries across every user, on the pool (never on a
 // write batch's connection). docs/operator.md has what each costs at a million keys.
 import { and, desc, eq, getTableColumns, gt, sql } from 'drizzle-orm';
-import type { LookupStore } from '../../admin/lookup-store';
+import { firstUsers, type LookupStore } from '../../admin/lookup-store';
 import { withCredits } from '../key-rows';
 import type { PostgresDb } from './open';
 import { apiKeys, keyCredits } from './schema';
 import { unavailableOr } from './unavailable';
 
-// As on SQLite (db/sqlite/lookups.ts): candidates in user order from user_key_counts (which may name
-// users whose keys all expired and are not purged yet, hence the live count) and user_policies.
-const LIST_USERS = `
-  SELECT * FROM (
-    SELECT c.user_id,
-      (SELECT s.subject FROM subjects s WHERE s.user_id = c.user_id) AS subject,
-      (SELECT count(*) FROM api_keys k WHERE k.user_id = c.user_id AND k.expires_at > $1) AS keys,
-      (SELECT max(k.last_used_at) FROM api_keys k WHERE k.user_id = c.user_id AND k.expires_at > $1) AS last_used_at,
-      EXISTS (SELECT 1 FROM user_policies p WHERE p.user_id = c.user_id) AS has_policy
-    FROM (
-      SELECT user_id FROM user_key_counts WHERE user_id > $2 AND keys > 0
-      UNION
-      SELECT user_id FROM user_policies WHERE user_id > $2
-    ) c
-    ORDER BY c.user_id
-  ) users
-  WHERE keys > 0 OR has_policy
-  LIMIT $3`;
+// As on SQLite (db/sqlite/lookups.ts): the page's users from user_key_counts (which may name users
+// whose keys all expired and are not purged yet, hence the live key asked) and user_policies, each
+// read in user order only as far as the page needs, merged; then only those users are described.
+const USERS_WITH_KEYS = `
+  SELECT user_id FROM user_key_counts c WHERE user_id > $2 AND keys > 0
+    AND EXISTS (SELECT 1 FROM api_keys k WHERE k.user_id = c.user_id AND k.expires_at > $1)
+  ORDER BY user_id LIMIT $3`;
+const USERS_WITH_POLICY = 'SELECT user_id FROM user_policies WHERE user_id > $1 ORDER BY user_id LIMIT $2';
+const DESCRIBE_USERS = `
+  SELECT u.user_id,
+    (SELECT s.subject FROM subjects s WHERE s.user_id = u.user_id) AS subject,
+    (SELECT count(*) FROM api_keys k WHERE k.user_id = u.user_id AND k.expires_at > $1) AS keys,
+    (SELECT max(k.last_used_at) FROM api_keys k WHERE k.user_id = u.user_id AND k.expires_at > $1) AS last_used_at,
+    EXISTS (SELECT 1 FROM user_policies p WHERE p.user_id = u.user_id) AS has_policy
+  FROM unnest($2::bigint[]) AS u(user_id) ORDER BY u.user_id`;
 
 // Rows held minus the expired ones not purged yet, in one snapshot.
 const COUNT_LIVE = `
@@ -69,7 +66,15 @@ export function createPostgresLookupStore(db: PostgresDb): LookupStore {
 
   return {
     async listUsers({ now, afterUserId, limit }) {
-      const rows = await query(LIST_USERS, [now, afterUserId ?? -1, limit]);
+      const after = afterUserId ?? -1;
+      const [withKeys, withPolicy] = await Promise.all([
+        query(USERS_WITH_KEYS, [now, after, limit]),
+        query(USERS_WITH_POLICY, [after, limit]),
+      ]);
+      const userIds = (rows: typeof withKeys) => rows.map((row) => Number(row.user_id));
+      const ids = firstUsers(userIds(withKeys), userIds(withPolicy), limit);
+      if (ids.length === 0) return [];
+      const rows = await query(DESCRIBE_USERS, [now, `{${ids.join(',')}}`]);
       return rows.map((row) => ({
         userId: Number(row.user_id),
         subject: row.subject ?? null,

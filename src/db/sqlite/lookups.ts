@@ -2,32 +2,34 @@
 // prepared statements (they never wait for the writer). docs/operator.md has what each costs at a
 // million keys.
 import { and, desc, getTableColumns, gt, sql } from 'drizzle-orm';
-import type { LookupStore, TopKey, TopUser, UserRow } from '../../admin/lookup-store';
+import {
+  firstUsers,
+  type LookupStore,
+  type TopKey,
+  type TopUser,
+  type UserRow,
+} from '../../admin/lookup-store';
 import { withCredits } from '../key-rows';
 import type { Db } from './open';
 import { apiKeys, keyCredits } from './schema';
 import { unavailableOr } from './store';
 
-// A user holds live keys or a policy. The candidates come in user order from two primary keys:
-// user_key_counts (kept by triggers; it may name users whose keys all expired and are not purged
-// yet, hence the live count) and user_policies; each candidate's live keys are counted on the
-// per-user index, their last uses read from their rows.
-const LIST_USERS = `
-  SELECT userId, subject, keys, lastUsedAt, hasPolicy FROM (
-    SELECT c.user_id AS userId,
-      (SELECT s.subject FROM subjects s WHERE s.user_id = c.user_id) AS subject,
-      (SELECT count(*) FROM api_keys k WHERE k.user_id = c.user_id AND k.expires_at > ?1) AS keys,
-      (SELECT max(k.last_used_at) FROM api_keys k WHERE k.user_id = c.user_id AND k.expires_at > ?1) AS lastUsedAt,
-      EXISTS (SELECT 1 FROM user_policies p WHERE p.user_id = c.user_id) AS hasPolicy
-    FROM (
-      SELECT user_id FROM user_key_counts WHERE user_id > ?2 AND keys > 0
-      UNION
-      SELECT user_id FROM user_policies WHERE user_id > ?2
-    ) c
-    ORDER BY c.user_id
-  )
-  WHERE keys > 0 OR hasPolicy
-  LIMIT ?3`;
+// A user holds live keys or a policy. The page's users come in user order from two primary keys,
+// each read only as far as the page needs: user_key_counts (kept by triggers; it may name users whose
+// keys all expired and are not purged yet, hence the live key asked of the per-user index) and
+// user_policies; the two are merged, then only the page's users are described.
+const USERS_WITH_KEYS = `
+  SELECT user_id AS userId FROM user_key_counts c WHERE user_id > ?2 AND keys > 0
+    AND EXISTS (SELECT 1 FROM api_keys k WHERE k.user_id = c.user_id AND k.expires_at > ?1)
+  ORDER BY user_id LIMIT ?3`;
+const USERS_WITH_POLICY =
+  'SELECT user_id AS userId FROM user_policies WHERE user_id > ?1 ORDER BY user_id LIMIT ?2';
+const DESCRIBE_USER = `
+  SELECT ?2 AS userId,
+    (SELECT s.subject FROM subjects s WHERE s.user_id = ?2) AS subject,
+    (SELECT count(*) FROM api_keys k WHERE k.user_id = ?2 AND k.expires_at > ?1) AS keys,
+    (SELECT max(k.last_used_at) FROM api_keys k WHERE k.user_id = ?2 AND k.expires_at > ?1) AS lastUsedAt,
+    EXISTS (SELECT 1 FROM user_policies p WHERE p.user_id = ?2) AS hasPolicy`;
 
 // Rows held minus the expired ones not purged yet: 100k counter rows and a short range of the
 // expiry index, rather than a million index entries.
@@ -53,9 +55,14 @@ const TOP_USERS = `
   FROM (${PER_KEY_VALID}) t JOIN api_keys k ON k.id = t.key_id
   GROUP BY k.user_id ORDER BY valid DESC LIMIT ?2`;
 
+/** Up to this many ids with a prefix are sorted; past it the newest-first index is walked instead. */
+const FEW_MATCHES = 2000;
+
 export function createSqliteLookupStore(db: Db): LookupStore {
   const client = db.$client;
-  const listUsers = client.prepare(LIST_USERS);
+  const usersWithKeys = client.prepare(USERS_WITH_KEYS);
+  const usersWithPolicy = client.prepare(USERS_WITH_POLICY);
+  const describeUser = client.prepare(DESCRIBE_USER);
   const countLive = client.prepare(COUNT_LIVE);
   const countCreated = client.prepare(COUNT_CREATED);
   const verifications = client.prepare(VERIFICATIONS);
@@ -70,6 +77,23 @@ export function createSqliteLookupStore(db: Db): LookupStore {
   };
   const creditsOfKey = sql`${keyCredits.lineage} = coalesce(${apiKeys.lineage}, ${apiKeys.id})`;
 
+  // The primary key's range of ids starting with a prefix ('~' sorts after every character of an id).
+  const fewWithPrefix = client.prepare(
+    `SELECT count(*) AS n FROM (SELECT 1 FROM api_keys WHERE id >= ?1 AND id < ?2 LIMIT ${FEW_MATCHES})`,
+  );
+  /**
+   * A prefix matching few ids is read on the primary key's range and its matches sorted; one matching
+   * many (kg_ alone matches every key) walks the newest-first index, reading each id from it, until
+   * the page is full: SQLite's planner would pick the range and sort them all (2 s at 1M keys).
+   */
+  const prefixRange = (prefix: string) => {
+    const [low, high] = [prefix, `${prefix}~`];
+    const many = (fewWithPrefix.get(low, high) as { n: number }).n >= FEW_MATCHES;
+    return many
+      ? sql`+${apiKeys.id} >= ${low} AND +${apiKeys.id} < ${high}`
+      : sql`${apiKeys.id} >= ${low} AND ${apiKeys.id} < ${high}`;
+  };
+
   const read = async <T>(query: () => T): Promise<T> => {
     try {
       return query();
@@ -80,13 +104,19 @@ export function createSqliteLookupStore(db: Db): LookupStore {
 
   return {
     listUsers: ({ now, afterUserId, limit }) =>
-      read(() =>
-        (
-          listUsers.all(now, afterUserId ?? -1, limit) as Array<
-            Omit<UserRow, 'hasPolicy'> & { hasPolicy: number }
-          >
-        ).map((row) => ({ ...row, hasPolicy: row.hasPolicy === 1 })),
-      ),
+      read(() => {
+        const after = afterUserId ?? -1;
+        const userIds = (rows: unknown[]) => (rows as Array<{ userId: number }>).map((row) => row.userId);
+        const ids = firstUsers(
+          userIds(usersWithKeys.all(now, after, limit)),
+          userIds(usersWithPolicy.all(after, limit)),
+          limit,
+        );
+        return ids.map((userId) => {
+          const row = describeUser.get(now, userId) as Omit<UserRow, 'hasPolicy'> & { hasPolicy: number };
+          return { ...row, hasPolicy: row.hasPolicy === 1 };
+        });
+      }),
 
     searchKeys: ({ now, after, limit, idPrefix, namePart }) =>
       read(() =>
@@ -97,10 +127,7 @@ export function createSqliteLookupStore(db: Db): LookupStore {
           .where(
             and(
               gt(apiKeys.expiresAt, now),
-              // The primary key's range: '~' sorts after every character of an id.
-              idPrefix === undefined
-                ? undefined
-                : sql`${apiKeys.id} >= ${idPrefix} AND ${apiKeys.id} < ${`${idPrefix}~`}`,
+              idPrefix === undefined ? undefined : prefixRange(idPrefix),
               // lower() folds ASCII letters only, as the caller folded namePart.
               namePart === undefined ? undefined : sql`instr(lower(${apiKeys.name}), ${namePart}) > 0`,
               after === undefined
