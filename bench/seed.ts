@@ -18,6 +18,8 @@ export type SeedSpec = {
   ratelimit?: { limit: number; duration: number };
   /** Each key's credits (a key_credits row, no refill); none when absent. */
   credits?: number;
+  /** When the i-th key was created (ms); default: the moment the seed started, for every key. */
+  createdAt?: (i: number) => number;
   /** Called with each key id and its secret, in order (the caller keeps only what it needs). */
   onKey?: (id: string, secret: string, i: number) => void;
 };
@@ -39,13 +41,14 @@ export function seedKeys(path: string, specs: SeedSpec[]): void {
   const insertCredits = db.$client.prepare(
     `INSERT INTO "${getTableName(keyCredits)}" ("${keyCredits.lineage.name}", "${keyCredits.remaining.name}", "${keyCredits.refilledAt.name}") VALUES (?, ?, ?)`,
   );
-  const createdAt = Date.now();
+  const seededAt = Date.now();
   try {
     for (const spec of specs) {
       for (let start = 0; start < spec.count; start += ROWS_PER_TRANSACTION) {
         const end = Math.min(spec.count, start + ROWS_PER_TRANSACTION);
         db.$client.run('BEGIN');
         for (let i = start; i < end; i++) {
+          const createdAt = spec.createdAt?.(i) ?? seededAt;
           const id = generateKeyId(createdAt);
           const secret = generateSecret();
           const row: ApiKeyRow = {
