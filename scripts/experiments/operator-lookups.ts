@@ -1,5 +1,5 @@
 // How long do the operator's lookups take at a million keys? Seeds 1M keys over 100k users (10 each,
-// created over the last 30 days, ten names of 100k keys each), 1,000 user policies, the last 24 hours
+// created over the last 30 days, ten names taking turns), 1,000 user policies, the last 24 hours
 // of usage of 50k keys (1.2M key_usage rows, their last_used_at) and 30 days of verification and
 // creation counts; then builds keygate in this process on that database and times each lookup
 // through its full request handler (the operator's token checked, the query run, the JSON written):
@@ -84,8 +84,9 @@ async function seedSqlite(path: string) {
     path,
     NAMES.map((name, n) => ({
       count: Math.min(perName, keyCount - n * perName),
-      userOf: (i: number) => (n * perName + i) % userCount,
-      createdAt: (i: number) => createdAtOf(n * perName + i),
+      // The names take turns, as keys of many kinds are created every day.
+      userOf: (i: number) => (i * NAMES.length + n) % userCount,
+      createdAt: (i: number) => createdAtOf(i * NAMES.length + n),
       level: 3,
       expiresAt: NOW + 365 * DAY,
       name,
@@ -106,7 +107,7 @@ async function seedPostgres(url: string) {
   // The ids: kg_ + created_at in 12 hex digits + 20 hex digits; hex sorts as the time does.
   await sql.unsafe(`INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at)
     SELECT 'kg_' || lpad(to_hex(c), 12, '0') || substr(md5(i::text), 1, 20), repeat('0', 64),
-      i % ${userCount}, 3, (ARRAY[${NAMES.map((name) => `'${name}'`).join(',')}])[1 + i / ${perName}], c,
+      i % ${userCount}, 3, (ARRAY[${NAMES.map((name) => `'${name}'`).join(',')}])[1 + i % ${NAMES.length}], c,
       ${NOW + 365 * DAY}
     FROM generate_series(0, ${keyCount - 1}) AS i,
       LATERAL (SELECT ${FIRST_CREATED}::bigint + (i::bigint * ${30 * DAY}) / ${keyCount} AS c) t`);

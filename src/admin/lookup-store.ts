@@ -48,11 +48,10 @@ export interface LookupStore {
   verificationsSince(from: number): Promise<Record<string, number>>;
 
   /**
-   * The `limit` stored keys with the most VALID verifications in the hours from `from` on, most first,
-   * none with zero; and the users whose stored keys had the most.
+   * The `limit` stored keys, and the `limit` users, with the most VALID verifications in the hours
+   * from `from` on, most first, none with zero (one pass over those hours' usage rows for both).
    */
-  topKeysSince(from: number, limit: number): Promise<TopKey[]>;
-  topUsersSince(from: number, limit: number): Promise<TopUser[]>;
+  topSince(from: number, limit: number): Promise<{ keys: TopKey[]; users: TopUser[] }>;
 }
 
 /** The first `limit` user ids of two ascending lists (users with keys, users with a policy), each once. */
@@ -62,4 +61,33 @@ export function firstUsers(
   limit: number,
 ): number[] {
   return [...new Set([...withKeys, ...withPolicy])].sort((a, b) => a - b).slice(0, limit);
+}
+
+/** A row of the rankings' one query: a key (with its user and name) or a user, and its VALID count. */
+export type RankedRow = {
+  kind: 'key' | 'user';
+  key_id: string | null;
+  user_id: number;
+  name: string | null;
+  valid: number;
+};
+
+/** The rankings' rows as the two lists, each most first (the query's union keeps no order). */
+export function rankingsOf(rows: readonly RankedRow[]): { keys: TopKey[]; users: TopUser[] } {
+  const keys: TopKey[] = [];
+  const users: TopUser[] = [];
+  for (const row of rows) {
+    if (row.kind === 'key') {
+      keys.push({
+        keyId: row.key_id as string,
+        userId: row.user_id,
+        name: row.name as string,
+        valid: row.valid,
+      });
+    } else {
+      users.push({ userId: row.user_id, valid: row.valid });
+    }
+  }
+  const mostFirst = (a: { valid: number }, b: { valid: number }) => b.valid - a.valid;
+  return { keys: keys.sort(mostFirst), users: users.sort(mostFirst) };
 }

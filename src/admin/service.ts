@@ -162,22 +162,20 @@ export function createAdminService({
       const hour = now - (now % HOUR_MS);
       const day = hour - (DAY_HOURS - 1) * HOUR_MS;
       const month = hour - (MONTH_HOURS - 1) * HOUR_MS;
-      const [keys, createdDay, createdMonth, verificationsDay, verificationsMonth, topKeys, topUsers] =
-        await Promise.all([
-          lookups.countLiveKeys(now),
-          lookups.countCreatedSince(day),
-          lookups.countCreatedSince(month),
-          lookups.verificationsSince(day),
-          lookups.verificationsSince(month),
-          lookups.topKeysSince(day, TOP),
-          lookups.topUsersSince(day, TOP),
-        ]);
+      const [keys, createdDay, createdMonth, verificationsDay, verificationsMonth, top] = await Promise.all([
+        lookups.countLiveKeys(now),
+        lookups.countCreatedSince(day),
+        lookups.countCreatedSince(month),
+        lookups.verificationsSince(day),
+        lookups.verificationsSince(month),
+        lookups.topSince(day, TOP),
+      ]);
       return {
         keys,
         created: { day: createdDay, month: createdMonth },
         verifications: { day: verificationsDay, month: verificationsMonth },
-        topKeys: topKeys.map(({ keyId, userId, name, valid }) => ({ key: keyId, userId, name, valid })),
-        topUsers,
+        topKeys: top.keys.map(({ keyId, userId, name, valid }) => ({ key: keyId, userId, name, valid })),
+        topUsers: top.users,
       };
     },
 

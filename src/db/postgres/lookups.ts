@@ -1,7 +1,7 @@
 // The LookupStore on PostgreSQL: the operator's queries across every user, on the pool (never on a
 // write batch's connection). docs/operator.md has what each costs at a million keys.
 import { and, desc, eq, getTableColumns, gt, sql } from 'drizzle-orm';
-import { firstUsers, type LookupStore } from '../../admin/lookup-store';
+import { firstUsers, type LookupStore, type RankedRow, rankingsOf } from '../../admin/lookup-store';
 import { withCredits } from '../key-rows';
 import type { PostgresDb } from './open';
 import { apiKeys, keyCredits } from './schema';
@@ -33,18 +33,20 @@ const COUNT_CREATED = 'SELECT coalesce(sum(count), 0) AS n FROM key_creations WH
 const VERIFICATIONS = `
   SELECT code, sum(count) AS n FROM verification_counts WHERE bucket >= $1 GROUP BY code`;
 
-// A key's usage rows go with the key and are never written for a missing key: the ten are picked
-// before the join.
-const PER_KEY_VALID = `
-  SELECT key_id, sum(valid) AS valid FROM key_usage WHERE bucket >= $1 GROUP BY key_id HAVING sum(valid) > 0`;
-const TOP_KEYS = `
-  SELECT t.key_id, k.user_id, k.name, t.valid
-  FROM (${PER_KEY_VALID} ORDER BY valid DESC LIMIT $2) t JOIN api_keys k ON k.id = t.key_id
-  ORDER BY t.valid DESC`;
-const TOP_USERS = `
-  SELECT k.user_id, sum(t.valid) AS valid
-  FROM (${PER_KEY_VALID}) t JOIN api_keys k ON k.id = t.key_id
-  GROUP BY k.user_id ORDER BY valid DESC LIMIT $2`;
+// The keys' VALID counts of the hours asked, summed once (materialized) for both rankings. A key's
+// usage rows go with the key (same transaction) and are never written for a missing key, so every
+// key counted is in api_keys: the ten keys are picked before their join.
+const TOP = `
+  WITH per_key AS MATERIALIZED (
+    SELECT key_id, sum(valid) AS valid FROM key_usage WHERE bucket >= $1 GROUP BY key_id HAVING sum(valid) > 0
+  )
+  SELECT 'key' AS kind, t.key_id, k.user_id, k.name, t.valid
+  FROM (SELECT key_id, valid FROM per_key ORDER BY valid DESC LIMIT $2) t JOIN api_keys k ON k.id = t.key_id
+  UNION ALL
+  SELECT 'user', NULL, user_id, NULL, valid FROM (
+    SELECT k.user_id, sum(p.valid) AS valid FROM per_key p JOIN api_keys k ON k.id = p.key_id
+    GROUP BY k.user_id ORDER BY valid DESC LIMIT $2
+  ) u`;
 
 const keyWithCredits = {
   ...getTableColumns(apiKeys),
@@ -129,20 +131,17 @@ export function createPostgresLookupStore(db: PostgresDb): LookupStore {
       return counts;
     },
 
-    async topKeysSince(from, limit) {
-      return (await query(TOP_KEYS, [from, limit])).map((row) => ({
-        keyId: row.key_id as string,
-        userId: Number(row.user_id),
-        name: row.name as string,
-        valid: Number(row.valid),
-      }));
-    },
-
-    async topUsersSince(from, limit) {
-      return (await query(TOP_USERS, [from, limit])).map((row) => ({
-        userId: Number(row.user_id),
-        valid: Number(row.valid),
-      }));
+    async topSince(from, limit) {
+      const rows = await query(TOP, [from, limit]);
+      return rankingsOf(
+        rows.map((row) => ({
+          kind: row.kind as RankedRow['kind'],
+          key_id: row.key_id ?? null,
+          user_id: Number(row.user_id),
+          name: row.name ?? null,
+          valid: Number(row.valid),
+        })),
+      );
     },
   };
 }

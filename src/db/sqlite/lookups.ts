@@ -5,8 +5,8 @@ import { and, desc, getTableColumns, gt, sql } from 'drizzle-orm';
 import {
   firstUsers,
   type LookupStore,
-  type TopKey,
-  type TopUser,
+  type RankedRow,
+  rankingsOf,
   type UserRow,
 } from '../../admin/lookup-store';
 import { withCredits } from '../key-rows';
@@ -42,18 +42,20 @@ const COUNT_CREATED = 'SELECT coalesce(sum(count), 0) AS n FROM key_creations WH
 const VERIFICATIONS = `
   SELECT code, sum(count) AS n FROM verification_counts WHERE bucket >= ?1 GROUP BY code`;
 
-// A key's usage rows go with the key (same transaction) and are never written for a missing key,
-// so every key counted here is in api_keys: the ten are picked before the join.
-const PER_KEY_VALID = `
-  SELECT key_id, sum(valid) AS valid FROM key_usage WHERE bucket >= ?1 GROUP BY key_id HAVING sum(valid) > 0`;
-const TOP_KEYS = `
-  SELECT t.key_id AS keyId, k.user_id AS userId, k.name AS name, t.valid AS valid
-  FROM (${PER_KEY_VALID} ORDER BY valid DESC LIMIT ?2) t JOIN api_keys k ON k.id = t.key_id
-  ORDER BY t.valid DESC`;
-const TOP_USERS = `
-  SELECT k.user_id AS userId, sum(t.valid) AS valid
-  FROM (${PER_KEY_VALID}) t JOIN api_keys k ON k.id = t.key_id
-  GROUP BY k.user_id ORDER BY valid DESC LIMIT ?2`;
+// The keys' VALID counts of the hours asked, summed once (materialized) for both rankings. A key's
+// usage rows go with the key (same transaction) and are never written for a missing key, so every
+// key counted is in api_keys: the ten keys are picked before their join.
+const TOP = `
+  WITH per_key AS MATERIALIZED (
+    SELECT key_id, sum(valid) AS valid FROM key_usage WHERE bucket >= ?1 GROUP BY key_id HAVING sum(valid) > 0
+  )
+  SELECT 'key' AS kind, t.key_id, k.user_id, k.name, t.valid
+  FROM (SELECT key_id, valid FROM per_key ORDER BY valid DESC LIMIT ?2) t JOIN api_keys k ON k.id = t.key_id
+  UNION ALL
+  SELECT 'user', NULL, user_id, NULL, valid FROM (
+    SELECT k.user_id, sum(p.valid) AS valid FROM per_key p JOIN api_keys k ON k.id = p.key_id
+    GROUP BY k.user_id ORDER BY valid DESC LIMIT ?2
+  ) u`;
 
 /** Up to this many ids with a prefix are sorted; past it the newest-first index is walked instead. */
 const FEW_MATCHES = 2000;
@@ -66,8 +68,7 @@ export function createSqliteLookupStore(db: Db): LookupStore {
   const countLive = client.prepare(COUNT_LIVE);
   const countCreated = client.prepare(COUNT_CREATED);
   const verifications = client.prepare(VERIFICATIONS);
-  const topKeys = client.prepare(TOP_KEYS);
-  const topUsers = client.prepare(TOP_USERS);
+  const top = client.prepare(TOP);
   const keyWithCredits = {
     ...getTableColumns(apiKeys),
     creditsRemaining: keyCredits.remaining,
@@ -153,8 +154,6 @@ export function createSqliteLookupStore(db: Db): LookupStore {
         return counts;
       }),
 
-    topKeysSince: (from, limit) => read(() => topKeys.all(from, limit) as TopKey[]),
-
-    topUsersSince: (from, limit) => read(() => topUsers.all(from, limit) as TopUser[]),
+    topSince: (from, limit) => read(() => rankingsOf(top.all(from, limit) as RankedRow[])),
   };
 }
