@@ -315,14 +315,14 @@ export function createUsageCounter({
      */
     settle(written: boolean): void {
       const taken = inFlight;
-      const takenCodes = codesInFlight;
+      const codesTaken = codesInFlight;
       inFlight = undefined;
       handing = undefined;
       slice = [];
       codesInFlight = undefined;
       codesInSlice = false;
-      if (!written && takenCodes !== undefined) {
-        for (const [bucket, byCode] of takenCodes) addCodes(bucket, byCode);
+      if (!written && codesTaken !== undefined) {
+        for (const [bucket, byCode] of codesTaken) addCodes(bucket, byCode);
       }
       if (taken === undefined || written) return;
       for (const old of taken.values()) {
