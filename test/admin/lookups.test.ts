@@ -3,8 +3,10 @@
 // a part of the name) and GET /admin/overview (keys alive, created and verified by code over a day and
 // a month, the ten keys and users with the most VALID verifications), with an injected clock.
 import { afterEach, beforeAll, describe, expect, it } from 'bun:test';
+import { generateKeyId } from '../../src/apikeys/secrets';
 import { START, type TestKeygate, testKeygate } from '../support/keygate';
 import { sharedPostgres, TEST_ENGINE } from '../support/postgres';
+import { rawQuery } from '../support/raw-query';
 
 // Starting the run's PostgreSQL takes longer than one test may.
 beforeAll(async () => {
@@ -191,6 +193,39 @@ describe('GET /admin/apikeys', () => {
         .map((c) => (c === c.toLowerCase() ? c.toUpperCase() : c.toLowerCase()))
         .join('');
     if (flipped !== target.key) expect(await found(flipped)).toEqual([]);
+  });
+
+  it('a prefix matching thousands of ids pages newest first as a narrow one does', async () => {
+    const k = await keygate();
+    // 2,500 keys written straight into the database (past the 2,000 a prefix's range is sorted up to).
+    const ids: string[] = [];
+    const postgres = k.keygate.client.engine === 'postgres';
+    for (let batch = 0; batch < 5; batch++) {
+      const values: string[] = [];
+      const params: unknown[] = [];
+      for (let i = 0; i < 500; i++) {
+        const createdAt = START - 10_000_000 + (batch * 500 + i) * 1000;
+        const id = generateKeyId(createdAt);
+        ids.push(id);
+        const n = params.length;
+        values.push(`($${n + 1}, $${n + 2}, 7, 1, 'bulk', $${n + 3}, $${n + 4})`);
+        params.push(id, postgres ? '00' : new Uint8Array([0]), createdAt, START + DAY);
+      }
+      await rawQuery(
+        k.keygate,
+        `INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at) VALUES ${values.join(', ')}`,
+        params,
+      );
+    }
+    const newest = [...ids].reverse();
+    for (const q of ['kg_', (ids[0] as string).slice(0, 5)]) {
+      const first = await get(k, `/admin/apikeys?q=${q}&limit=3`);
+      expect(first.json.apikeys.map((item: Item) => item.key)).toEqual(newest.slice(0, 3));
+      const second = await get(k, `/admin/apikeys?q=${q}&limit=3&cursor=${first.json.nextCursor}`);
+      expect(second.json.apikeys.map((item: Item) => item.key)).toEqual(newest.slice(3, 6));
+    }
+    const narrow = await get(k, `/admin/apikeys?q=${ids[1234]}`);
+    expect(narrow.json.apikeys.map((item: Item) => item.key)).toEqual([ids[1234]]);
   });
 
   it('any other q is a part of the name, without case; % and _ are characters like any other', async () => {
