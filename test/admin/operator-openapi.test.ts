@@ -3,10 +3,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'bun:test';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { type TestKeygate, testKeygate } from '../support/keygate';
+import { sharedPostgres, TEST_ENGINE } from '../support/postgres';
 
 let k: TestKeygate;
 // biome-ignore lint/suspicious/noExplicitAny: walking an arbitrary JSON document.
 let doc: any;
+// Starting the run's PostgreSQL takes longer than one hook may, when this file runs first.
+beforeAll(async () => {
+  if (TEST_ENGINE === 'postgres') await sharedPostgres();
+}, 60_000);
 beforeAll(async () => {
   k = await testKeygate();
   doc = (await k.req('GET', '/openapi/json')).json;
