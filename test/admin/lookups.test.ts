@@ -1,4 +1,4 @@
-// The operator's lookups (§27), on each engine: GET /admin/users (the users holding live keys or a
+// The operator's lookups, on each engine: GET /admin/users (the users holding live keys or a
 // policy, in pages), GET /admin/apikeys (every live key newest first, in pages, found by id prefix or
 // a part of the name) and GET /admin/overview (keys alive, created and verified by code over a day and
 // a month, the ten keys and users with the most VALID verifications), with an injected clock.
