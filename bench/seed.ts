@@ -20,6 +20,8 @@ export type SeedSpec = {
   credits?: number;
   /** Each key's permissions; none when absent. */
   permissions?: readonly string[];
+  /** When the i-th key was created (ms); default: the moment the seed started, for every key. */
+  createdAt?: (i: number) => number;
   /** Called with each key id and its secret, in order (the caller keeps only what it needs). */
   onKey?: (id: string, secret: string, i: number) => void;
 };
@@ -41,13 +43,14 @@ export function seedKeys(path: string, specs: SeedSpec[]): void {
   const insertCredits = db.$client.prepare(
     `INSERT INTO "${getTableName(keyCredits)}" ("${keyCredits.lineage.name}", "${keyCredits.remaining.name}", "${keyCredits.refilledAt.name}") VALUES (?, ?, ?)`,
   );
-  const createdAt = Date.now();
+  const seededAt = Date.now();
   try {
     for (const spec of specs) {
       for (let start = 0; start < spec.count; start += ROWS_PER_TRANSACTION) {
         const end = Math.min(spec.count, start + ROWS_PER_TRANSACTION);
         db.$client.run('BEGIN');
         for (let i = start; i < end; i++) {
+          const createdAt = spec.createdAt?.(i) ?? seededAt;
           const id = generateKeyId(createdAt);
           const secret = generateSecret();
           const row: ApiKeyRow = {

@@ -2,6 +2,7 @@
 // It answers through Elysia, except the verification routes, which the edge answers directly.
 import { Elysia, ValidationError } from 'elysia';
 import { createAdminAudit } from './admin/audit';
+import type { LookupStore } from './admin/lookup-store';
 import { operatorAuth } from './admin/operator-auth';
 import { adminRoutes } from './admin/routes';
 import { createAdminService } from './admin/service';
@@ -62,6 +63,8 @@ export type AppDeps = {
   mappedSubjects?: Pick<SubjectStore, 'findUserId'>;
   /** The operator's user policies (/admin/users/:userId/policy). */
   policies: PolicyService;
+  /** The operator's queries across every user (/admin/users, /admin/apikeys, /admin/overview). */
+  lookups: LookupStore;
   verifier: Verifier;
   /** Forward-auth's route rules and what a request no rule matches gets. */
   forwardAuth: Pick<ForwardAuthOptions, 'rules' | 'unmatched'>;
@@ -97,6 +100,7 @@ export function createApp({
   operators,
   mappedSubjects,
   policies,
+  lookups,
   verifier,
   forwardAuth: forwardAuthRules,
   clientAddress,
@@ -215,7 +219,15 @@ export function createApp({
     .use(
       adminRoutes({
         auth: operatorScheme,
-        admin: createAdminService({ apikeys: service, store, usage, subjects: mappedSubjects, clock }),
+        admin: createAdminService({
+          apikeys: service,
+          store,
+          usage,
+          subjects: mappedSubjects,
+          lookups,
+          policyOf: policies.policyOf,
+          clock,
+        }),
         policies,
         events: routes.events,
         audit: createAdminAudit(logger),

@@ -4,6 +4,7 @@
 // the store knows which runs.
 import type { Database } from 'bun:sqlite';
 import type { SQL } from 'bun';
+import type { LookupStore } from './admin/lookup-store';
 import { createKeyCache } from './apikeys/key-cache';
 import { createApiKeyService } from './apikeys/service';
 import type { ApiKeyStore } from './apikeys/store';
@@ -15,6 +16,7 @@ import { createTokenUsers } from './auth/token-users';
 import { type Config, type ForwardAuthRule, readRouteRules, sqliteFile } from './config';
 import { type Clock, systemClock } from './core/clock';
 import type { Logger } from './core/log';
+import { createPostgresLookupStore } from './db/postgres/lookups';
 import { appliedPostgresMigrationCount, openPostgres } from './db/postgres/open';
 import { createPostgresPolicyStore } from './db/postgres/policies';
 import { createPostgresRateLimiter } from './db/postgres/rate-limits';
@@ -22,6 +24,7 @@ import { createPostgresApiKeyStore } from './db/postgres/store';
 import { createPostgresSubjectStore } from './db/postgres/subjects';
 import { createPostgresUsageStore } from './db/postgres/usage-store';
 import { type CommitBatch, GroupCommitWriter } from './db/sqlite/group-commit';
+import { createSqliteLookupStore } from './db/sqlite/lookups';
 import { appliedMigrationCount, openDatabase } from './db/sqlite/open';
 import { createSqlitePolicyStore } from './db/sqlite/policies';
 import { createSqliteApiKeyStore } from './db/sqlite/store';
@@ -41,7 +44,7 @@ import { createUsageCounter } from './usage/counter';
 import { createUsageFlusher, type FlushTimer, intervalTimer } from './usage/flusher';
 import { createUsageService } from './usage/service';
 import type { UsageStore } from './usage/store';
-import { createVerifier } from './verification/verdict';
+import { answeredCode, createVerifier } from './verification/verdict';
 import { VERSION } from './version';
 
 export type Engine = 'sqlite' | 'postgres';
@@ -55,6 +58,8 @@ export type OpenedStore = {
   usage: UsageStore;
   /** The operator's user policies (on SQLite, through the same writer). */
   policies: PolicyStore;
+  /** The operator's queries across every user. */
+  lookups: LookupStore;
   /** The SQLite file's absolute path (or `:memory:`), or the PostgreSQL URL without its password. */
   database: string;
   /** How many migrations the database has applied. */
@@ -97,6 +102,7 @@ export async function openStore(
       subjects: createPostgresSubjectStore(db),
       usage: createPostgresUsageStore(db, { onWrite }),
       policies: await createPostgresPolicyStore(db, { listen: serving }),
+      lookups: createPostgresLookupStore(db),
       database: database.redacted,
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       client: { engine: 'postgres', sql: db.$client },
@@ -116,6 +122,7 @@ export async function openStore(
     subjects: createSqliteSubjectStore(db, store.write),
     usage: createSqliteUsageStore(db, groupCommit),
     policies: createSqlitePolicyStore(db, store.write),
+    lookups: createSqliteLookupStore(db),
     database: database.path,
     appliedMigrations: async () => appliedMigrationCount(db),
     client: { engine: 'sqlite', sqlite: db.$client },
@@ -241,6 +248,7 @@ export async function createKeygate(
     operators: { jwt, scope: config.jwtAdminScope },
     mappedSubjects: config.jwtUserIds === 'mapped' ? opened.subjects : undefined,
     policies,
+    lookups: opened.lookups,
     verifier: createVerifier({
       tokens,
       service,
@@ -264,7 +272,12 @@ export async function createKeygate(
     logger,
     basePath: config.basePath,
     maxExpiresInSeconds: config.maxExpiresInSeconds,
-    onVerification: metrics?.verification,
+    onVerification: (path, scheme, code) => {
+      metrics?.verification(path, scheme, code);
+      if (!recordUsage) return;
+      const answered = answeredCode(scheme, code);
+      if (answered !== undefined) usageCounter.recordVerification(answered);
+    },
     keyEvents: metrics?.keyEvents,
     recordRouteTemplates: metrics !== undefined,
     leaks: {

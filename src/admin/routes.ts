@@ -4,13 +4,21 @@
 // told to the key events (audit line, metrics) with `by` = `admin:<sub>`.
 import { Elysia, t } from 'elysia';
 import type { KeyEvents } from '../apikeys/audit';
-import { encodeCursor } from '../apikeys/cursor';
-import { apiKeyModels, CreatedResponse, ErrorResponse, UserPolicy, WholeNumber } from '../apikeys/model';
+import { decodeCursor, encodeCursor } from '../apikeys/cursor';
+import {
+  apiKeyModels,
+  CreatedResponse,
+  ErrorResponse,
+  KeySummary,
+  UserPolicy,
+  WholeNumber,
+} from '../apikeys/model';
 import {
   assertKeyId,
   assertSettings,
   createBodyOptions,
   listQueryOf,
+  pageQueryOf,
   READ_BODY_IN_TRANSFORM,
   updateBodyOptions,
 } from '../apikeys/routes';
@@ -25,7 +33,7 @@ import { UsageBucket, usageModels } from '../usage/model';
 import { bucketsView, usageQueryOf } from '../usage/routes';
 import type { AdminAudit } from './audit';
 import type { operatorAuth } from './operator-auth';
-import type { AdminService } from './service';
+import type { AdminService, KeyFilter } from './service';
 
 export type AdminRoutesOptions = {
   auth: ReturnType<typeof operatorAuth>;
@@ -104,6 +112,90 @@ export const UserUsageResponse = t.Object(
   { title: 'UserUsageResponse' },
 );
 
+const NEXT_CURSOR = t.Union([t.String(), t.Null()], {
+  description: 'Pass as `cursor` for the next page; null on the last page.',
+});
+export const UserSummary = t.Object(
+  {
+    userId: WholeNumber(),
+    subject: t.Optional(
+      t.String({ description: 'With JWT_USER_IDS=mapped: the token subject the user id was given to.' }),
+    ),
+    keys: t.Number({ multipleOf: 1, description: 'Live keys.' }),
+    lastUsedAt: t.Union([t.String(), t.Null()], {
+      description:
+        "The latest last use of the user's live keys (ISO 8601 with milliseconds); null: none used.",
+    }),
+    policy: t.Optional(UserPolicy),
+  },
+  { title: 'UserSummary' },
+);
+export const UserListResponse = t.Object(
+  { result: t.Literal('success'), users: t.Array(UserSummary), nextCursor: NEXT_CURSOR },
+  { title: 'UserListResponse' },
+);
+export const KeySearchResponse = t.Object(
+  { result: t.Literal('success'), apikeys: t.Array(KeySummary), nextCursor: NEXT_CURSOR },
+  { title: 'KeySearchResponse' },
+);
+const CountsByCode = t.Record(t.String(), WholeNumber(), {
+  description: 'Verification answers by their code (VALID, NOT_FOUND, …); codes never given are absent.',
+});
+export const OverviewResponse = t.Object(
+  {
+    result: t.Literal('success'),
+    keys: t.Number({ multipleOf: 1, description: 'Live keys.' }),
+    created: t.Object(
+      { day: WholeNumber(), month: WholeNumber() },
+      { description: 'Keys created (rotations included, keys deleted since too).' },
+    ),
+    verifications: t.Object({ day: CountsByCode, month: CountsByCode }),
+    topKeys: t.Array(
+      t.Object({ key: t.String(), userId: WholeNumber(), name: t.String(), valid: WholeNumber() }),
+      { description: 'The ten keys with the most VALID verifications over the last 24 hours; none with 0.' },
+    ),
+    topUsers: t.Array(t.Object({ userId: WholeNumber(), valid: WholeNumber() }), {
+      description: 'The ten users whose keys had the most VALID verifications over the last 24 hours.',
+    }),
+  },
+  {
+    title: 'OverviewResponse',
+    description:
+      'day: the last 24 hours, month: the last 30 days, both in whole UTC hours, the current one included.',
+  },
+);
+
+/** The users list's cursor: base64url of "u<userId>" of the page's last user; anything else is refused. */
+const encodeUserCursor = (userId: number) => Buffer.from(`u${userId}`).toString('base64url');
+function decodeUserCursor(cursor: string): number | undefined {
+  if (!/^[A-Za-z0-9_-]{1,40}$/.test(cursor)) return undefined;
+  const text = Buffer.from(cursor, 'base64url').toString('latin1');
+  const match = /^u(0|[1-9][0-9]{0,15})$/.exec(text);
+  if (!match || encodeUserCursor(Number(match[1])) !== cursor) return undefined;
+  const userId = Number(match[1]);
+  return Number.isSafeInteger(userId) ? userId : undefined;
+}
+
+export const MAX_SEARCH_LENGTH = 128;
+const SEARCH_RULE = `q must be 1 to ${MAX_SEARCH_LENGTH} characters: a key id prefix (kg_…) or a part of the name.`;
+
+/** `q`: a key id prefix when it starts with kg_, else a part of the name (ASCII letters without case). */
+function keyFilterOf(q: string | undefined): KeyFilter {
+  if (q === undefined) return undefined;
+  const length = [...q].length;
+  if (length === 0 || length > MAX_SEARCH_LENGTH) throw new HttpError(400, SEARCH_RULE);
+  if (q.startsWith('kg_')) {
+    if (!/^kg_[A-Za-z0-9]*$/.test(q)) {
+      throw new HttpError(
+        400,
+        'A key id prefix (q starting with kg_) has only letters and digits after kg_.',
+      );
+    }
+    return { idPrefix: q };
+  }
+  return { namePart: q.replace(/[A-Z]/g, (letter) => letter.toLowerCase()) };
+}
+
 /** `:userId` is keygate's user id: a non-negative safe integer in decimal digits, without leading zeros. */
 export function userIdOf(text: string): number {
   const value = /^(0|[1-9][0-9]{0,15})$/.test(text) ? Number(text) : Number.NaN;
@@ -150,8 +242,78 @@ export function adminRoutes({
       PutPolicyRequest,
       UserPolicy,
       SubjectResponse,
+      UserSummary,
+      UserListResponse,
+      KeySearchResponse,
+      OverviewResponse,
     })
     .use(auth)
+    .get(
+      '/admin/users',
+      async ({ request }) => {
+        const { limit, after } = pageQueryOf(request.url, decodeUserCursor);
+        const page = await admin.listUsers({ limit, afterUserId: after });
+        return {
+          result: 'success' as const,
+          users: page.items,
+          nextCursor: page.next === null ? null : encodeUserCursor(page.next),
+        };
+      },
+      {
+        response: { 200: 'UserListResponse', ...errors },
+        detail: describe(
+          'List the users',
+          'The users that hold live keys or a policy, ascending user id, paged: `limit` 1–100 (default 50) and `cursor` from the previous page.',
+          { parameters: PAGE_PARAMETERS },
+        ),
+      },
+    )
+    .get(
+      '/admin/apikeys',
+      async ({ request }) => {
+        const { limit, after, others } = pageQueryOf(request.url, decodeCursor, ['q']);
+        const page = await admin.searchKeys(keyFilterOf(others.get('q')), { limit, after });
+        return {
+          result: 'success' as const,
+          apikeys: page.items,
+          nextCursor: page.next === null ? null : encodeCursor(page.next),
+        };
+      },
+      {
+        response: { 200: 'KeySearchResponse', ...errors },
+        detail: describe(
+          'Find API keys',
+          "Every user's live keys, newest first, paged as a user's list. `q` (1–128 characters) filters them: starting with `kg_` it is a key id prefix, else a part of the name, letters A–Z matched without case; `%` and `_` are characters like any other.",
+          {
+            parameters: [
+              ...PAGE_PARAMETERS,
+              {
+                name: 'q',
+                in: 'query',
+                required: false,
+                schema: { type: 'string', minLength: 1, maxLength: MAX_SEARCH_LENGTH },
+              },
+            ],
+          },
+        ),
+      },
+    )
+    .get(
+      '/admin/overview',
+      async ({ request }) => {
+        if (new URL(request.url).search !== '') {
+          throw new HttpError(400, 'The overview takes no query parameters.');
+        }
+        return { result: 'success' as const, ...(await admin.overview()) };
+      },
+      {
+        response: { 200: 'OverviewResponse', ...errors },
+        detail: describe(
+          'Overview',
+          'Keys alive; keys created and verifications by code over the last 24 hours and 30 days; the ten keys and ten users with the most VALID verifications over the last 24 hours. Every verify and forward-auth answer with a code counts (tokens and unknown keys too), a forward-auth 401 without a credential and NO_RULE do not.',
+        ),
+      },
+    )
     .get(
       '/admin/users/:userId/apikeys',
       async ({ operator, params, request }) => {

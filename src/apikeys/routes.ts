@@ -384,10 +384,25 @@ export const MAX_PAGE_SIZE = 100;
 
 /** `limit` and `cursor`, each at most once; any other parameter or value is a 400. */
 export function listQueryOf(url: string) {
+  const { limit, after } = pageQueryOf(url, decodeCursor);
+  return { limit, after };
+}
+
+/**
+ * A page's query: `limit` (1..MAX_PAGE_SIZE, default DEFAULT_PAGE_SIZE), `cursor` (what `decode`
+ * reads back: undefined is a cursor this service did not give out) and the `others` named, each at
+ * most once; any other parameter is a 400.
+ */
+export function pageQueryOf<Position>(
+  url: string,
+  decode: (cursor: string) => Position | undefined,
+  others: readonly string[] = [],
+): { limit: number; after: Position | undefined; others: Map<string, string> } {
   const queryStart = url.indexOf('?');
   const params = new URLSearchParams(queryStart === -1 ? '' : url.slice(queryStart + 1));
   let limit = DEFAULT_PAGE_SIZE;
-  let after: ReturnType<typeof decodeCursor>;
+  let after: Position | undefined;
+  const found = new Map<string, string>();
   const seen = new Set<string>();
   for (const [name, value] of params) {
     if (seen.has(name)) throw new HttpError(400, `The query parameter ${name.slice(0, 40)} is given twice.`);
@@ -398,11 +413,17 @@ export function listQueryOf(url: string) {
       }
       limit = Number(value);
     } else if (name === 'cursor') {
-      after = decodeCursor(value);
+      after = decode(value);
       if (after === undefined) throw new HttpError(400, 'The cursor is not one this service gave out.');
+    } else if (others.includes(name)) {
+      found.set(name, value);
     } else {
-      throw new HttpError(400, `Unknown query parameter "${name.slice(0, 40)}": only limit and cursor.`);
+      const known = ['limit', 'cursor', ...others];
+      throw new HttpError(
+        400,
+        `Unknown query parameter "${name.slice(0, 40)}": only ${known.slice(0, -1).join(', ')} and ${known.at(-1)}.`,
+      );
     }
   }
-  return { limit, after };
+  return { limit, after, others: found };
 }

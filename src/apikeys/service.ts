@@ -232,6 +232,13 @@ export function createApiKeyService({
       return { items: page.map((row) => infoOf(row, now, policy)), next };
     },
 
+    /** Key info of rows the operator found (any users'), each with its user's policy, as list shows it. */
+    async describeKeys(rows: readonly ApiKeyRow[], now: number): Promise<KeySummary[]> {
+      const items: KeySummary[] = [];
+      for (const row of rows) items.push(infoOf(row, now, await policyOf(row.userId)));
+      return items;
+    },
+
     /**
      * Checks in the contract's order: 404, level (the key's, or the new one, above the caller's:
      * 403), then who may change what (403): a retiring key changes nothing; a constrained key no other

@@ -4,6 +4,9 @@
 // `settle`), or all in one (`take`, `settle`). A count costs a Map lookup and an increment: a
 // key's entry, allocated once per interval, holds its latest hour's counts itself (one object to reach
 // on every verification), and an earlier hour's only when the hour turns within the interval.
+// Beside the keys' counts, every verification answer's code (tokens' and unknown keys' too) is
+// counted per hour for the operator's overview: one Map increment, written with the flush's first
+// slice.
 import type { Clock } from '../core/clock';
 
 /**
@@ -31,10 +34,17 @@ export type UsageRow = {
   denied: number;
 };
 
-/** Everything counted since the previous flush: the hour rows, and each used key's latest use (ms). */
+/** How many verification answers carried `code` in the UTC hour starting at `bucket` (ms). */
+export type VerificationCount = { bucket: number; code: string; count: number };
+
+/**
+ * Everything counted since the previous flush: the hour rows, and each used key's latest use (ms);
+ * the verifications by hour and code, when any were counted (only in a flush's first slice).
+ */
 export type UsageBatch = {
   rows: UsageRow[];
   lastUsed: Array<{ keyId: string; at: number }>;
+  verifications?: VerificationCount[];
 };
 
 export type UsageRecorder = {
@@ -104,6 +114,13 @@ export function createUsageCounter({
   let slice: Entry[] = [];
   let dropped = 0;
   let toldFull = false;
+  /** Verification answers by hour and code since the flush, the current hour's Map at hand. */
+  let codeHours = new Map<number, Map<string, number>>();
+  let codeHour = NO_HOUR;
+  let codes = new Map<string, number>();
+  /** Taken by the flush begun, until the slice carrying them is written (or the flush settles). */
+  let codesInFlight: Map<number, Map<string, number>> | undefined;
+  let codesInSlice = false;
   /** Where an unknown id's attempt is counted: never taken, written or read. */
   const nowhere: Entry = newEntry('');
 
@@ -165,6 +182,29 @@ export function createUsageCounter({
     toldFull = false;
     handing = inFlight.values();
     slice = [];
+    codesInFlight = codeHours.size === 0 ? undefined : codeHours;
+    codeHours = new Map();
+    codeHour = NO_HOUR;
+  }
+
+  /** The verification counts taken by the flush, for its first slice; undefined when none or handed. */
+  function takenCodes(): VerificationCount[] | undefined {
+    if (codesInFlight === undefined || codesInSlice) return undefined;
+    const counts: VerificationCount[] = [];
+    for (const [bucket, byCode] of codesInFlight) {
+      for (const [code, count] of byCode) counts.push({ bucket, code, count });
+    }
+    codesInSlice = true;
+    return counts;
+  }
+
+  function addCodes(bucket: number, byCode: Map<string, number>): void {
+    let into = codeHours.get(bucket);
+    if (into === undefined) {
+      into = new Map();
+      codeHours.set(bucket, into);
+    }
+    for (const [code, count] of byCode) into.set(code, (into.get(code) ?? 0) + count);
   }
 
   /**
@@ -174,6 +214,8 @@ export function createUsageCounter({
   function nextSlice(maxKeys: number): UsageBatch | undefined {
     if (handing === undefined) throw new Error('no usage flush in flight');
     slice = [];
+    codesInSlice = false;
+    const verifications = takenCodes();
     const rows: UsageRow[] = [];
     const lastUsed: UsageBatch['lastUsed'] = [];
     while (slice.length < maxKeys) {
@@ -184,6 +226,7 @@ export function createUsageCounter({
       for (const bucket of bucketsOf(entry)) rows.push({ keyId: entry.keyId, ...copyOf(bucket) });
       if (entry.lastUsedAt !== undefined) lastUsed.push({ keyId: entry.keyId, at: entry.lastUsedAt });
     }
+    if (verifications !== undefined) return { rows, lastUsed, verifications };
     return slice.length === 0 ? undefined : { rows, lastUsed };
   }
 
@@ -230,6 +273,25 @@ export function createUsageCounter({
       bucketOf(nowhere, now - (now % HOUR_MS)).denied++;
     },
 
+    /**
+     * Counts one verification answer by its code (any credential's, an unknown key's too), in the
+     * current UTC hour: a Map increment, the hour's Map kept at hand.
+     */
+    recordVerification(code: string): void {
+      const now = clock();
+      const bucket = now - (now % HOUR_MS);
+      if (bucket !== codeHour) {
+        let hour = codeHours.get(bucket);
+        if (hour === undefined) {
+          hour = new Map();
+          codeHours.set(bucket, hour);
+        }
+        codes = hour;
+        codeHour = bucket;
+      }
+      codes.set(code, (codes.get(code) ?? 0) + 1);
+    },
+
     begin,
     nextSlice,
 
@@ -237,6 +299,8 @@ export function createUsageCounter({
     sliceWritten(): void {
       for (const entry of slice) inFlight?.delete(entry.keyId);
       slice = [];
+      if (codesInSlice) codesInFlight = undefined;
+      codesInSlice = false;
     },
 
     /** Takes everything counted so far for a flush, in one batch (`settle` ends the flush). */
@@ -251,9 +315,15 @@ export function createUsageCounter({
      */
     settle(written: boolean): void {
       const taken = inFlight;
+      const codesTaken = codesInFlight;
       inFlight = undefined;
       handing = undefined;
       slice = [];
+      codesInFlight = undefined;
+      codesInSlice = false;
+      if (!written && codesTaken !== undefined) {
+        for (const [bucket, byCode] of codesTaken) addCodes(bucket, byCode);
+      }
       if (taken === undefined || written) return;
       for (const old of taken.values()) {
         const entry = entryOf(old.keyId);

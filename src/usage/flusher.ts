@@ -1,6 +1,6 @@
 // Writes the usage counts every USAGE_FLUSH_SECONDS: everything counted since the previous flush, for
-// all keys, in slices of at most `sliceKeys` keys, each slice one write (on SQLite one job of the group
-// commit, so its own transaction), with the event loop free between two slices: a flush of 100k keys
+// all keys (the verifications by code go with the first slice), in slices of at most `sliceKeys`
+// keys, each slice one write (on SQLite one job of the group commit, so its own transaction), with the event loop free between two slices: a flush of 100k keys
 // never stops requests for longer than one slice takes. A slice that fails puts its counts and those
 // of the slices after it back (they go with the next flush); the slices committed before it stay
 // written. A kill -9 loses what was counted since the last committed slice, at most one interval's
@@ -87,7 +87,9 @@ export function createUsageFlusher({
         // Nothing counted, nothing written: an idle keygate does not write every interval.
         let batch = counter.nextSlice(sliceKeys);
         while (batch !== undefined) {
-          if (batch.rows.length > 0 || batch.lastUsed.length > 0) await store.writeUsage(batch);
+          if (batch.rows.length > 0 || batch.lastUsed.length > 0 || batch.verifications !== undefined) {
+            await store.writeUsage(batch);
+          }
           counter.sliceWritten();
           batch = counter.nextSlice(sliceKeys);
           if (batch !== undefined) {

@@ -54,6 +54,14 @@ export function createUsageService({
       return bucketed(await store.readUserUsage(userId, from, to), unit);
     },
 
+    /**
+     * Writes what this process has counted and not yet written (one flush), before a read that sums
+     * stored rows across keys: other replicas' counts are at most USAGE_FLUSH_SECONDS behind.
+     */
+    flushPending(): Promise<void> {
+      return flusher.flush();
+    },
+
     /** The later of the stored last use and one counted here but not yet written; null when never used. */
     lastUsedAt(keyId: string, stored: number | null | undefined): number | null {
       const pending = counter.lastUsedAt(keyId);

@@ -7,7 +7,8 @@ export interface UsageStore {
   /**
    * One write for the whole batch: each row is added to the key's stored hour (created when absent)
    * and each key's last_used_at moves to the later of the two; ids that name no key (any more) are
-   * skipped, so no row is ever stored for them. Resolves once committed.
+   * skipped, so no row is ever stored for them. The verification counts, when the batch has them,
+   * are added to their stored (hour, code) rows in the same transaction. Resolves once committed.
    */
   writeUsage(batch: UsageBatch): Promise<void>;
 
@@ -20,6 +21,10 @@ export interface UsageStore {
    */
   readUserUsage(userId: number, from: number, to: number): Promise<UsageRow[]>;
 
-  /** Deletes up to `limit` rows whose hour began before `before`; resolves with how many. */
+  /**
+   * Deletes up to `limit` key usage rows whose hour began before `before`, and resolves with how
+   * many; with them every verification count and key creation count of those hours (a few rows an
+   * hour, not counted).
+   */
   deleteUsageBefore(before: number, limit: number): Promise<number>;
 }

@@ -98,6 +98,17 @@ export type KeyCheck = Requirements & { cost?: number; clientAddress?: () => Add
  */
 export type OnVerdict = (scheme: 'key' | 'jwt' | 'none', code: string) => void;
 
+/**
+ * The code the answer of an OnVerdict outcome carries, when it is a verification (the operator's
+ * overview counts them): a verdict's own code, and a forward-auth MALFORMED credential's (the
+ * X-Keygate-Code it answers with); undefined for NO_CREDENTIALS and NO_RULE, which judge no credential.
+ */
+export function answeredCode(scheme: 'key' | 'jwt' | 'none', code: string): string | undefined {
+  if (scheme === 'none') return undefined;
+  if (code === 'MALFORMED') return scheme === 'jwt' ? 'INVALID_TOKEN' : 'NOT_FOUND';
+  return code;
+}
+
 export function createVerifier({
   tokens,
   service,

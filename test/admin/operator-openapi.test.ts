@@ -3,10 +3,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'bun:test';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { type TestKeygate, testKeygate } from '../support/keygate';
+import { sharedPostgres, TEST_ENGINE } from '../support/postgres';
 
 let k: TestKeygate;
 // biome-ignore lint/suspicious/noExplicitAny: walking an arbitrary JSON document.
 let doc: any;
+// Starting the run's PostgreSQL takes longer than one hook may, when this file runs first.
+beforeAll(async () => {
+  if (TEST_ENGINE === 'postgres') await sharedPostgres();
+}, 60_000);
 beforeAll(async () => {
   k = await testKeygate();
   doc = (await k.req('GET', '/openapi/json')).json;
@@ -26,6 +31,9 @@ const OPERATIONS: Array<[method: string, path: string, success: string, schema: 
   ['get', '/admin/users/{userId}/policy', '200', 'PolicyResponse'],
   ['delete', '/admin/users/{userId}/policy', '204', undefined],
   ['get', '/admin/subjects', '200', 'SubjectResponse'],
+  ['get', '/admin/users', '200', 'UserListResponse'],
+  ['get', '/admin/apikeys', '200', 'KeySearchResponse'],
+  ['get', '/admin/overview', '200', 'OverviewResponse'],
 ];
 
 describe('the operator’s routes in the OpenAPI document', () => {

@@ -109,6 +109,42 @@ describe('usage counter', () => {
     expect(batch.lastUsed).toEqual([{ keyId: 'a', at: T0 + 5000 }]);
   });
 
+  it('counts verification answers by UTC hour and code, any credential’s; they go with the first slice', () => {
+    const { usage, time } = counter();
+    usage.recordVerification('VALID');
+    usage.recordVerification('VALID');
+    usage.recordVerification('INVALID_TOKEN');
+    time.now = HOUR_10 + HOUR_MS;
+    usage.recordVerification('VALID');
+    usage.record('a', 'valid');
+    usage.record('b', 'valid');
+    usage.begin();
+    const first = usage.nextSlice(1);
+    expect(first?.verifications).toEqual([
+      { bucket: HOUR_10, code: 'VALID', count: 2 },
+      { bucket: HOUR_10, code: 'INVALID_TOKEN', count: 1 },
+      { bucket: HOUR_10 + HOUR_MS, code: 'VALID', count: 1 },
+    ]);
+    usage.sliceWritten();
+    expect(usage.nextSlice(1)?.verifications).toBeUndefined();
+    usage.sliceWritten();
+    usage.settle(true);
+    expect(usage.take()).toEqual({ rows: [], lastUsed: [] });
+  });
+
+  it('a flush of verification counts alone is one batch; a failed write puts them back', () => {
+    const { usage } = counter();
+    usage.recordVerification('NOT_FOUND');
+    expect(usage.take()).toEqual({
+      rows: [],
+      lastUsed: [],
+      verifications: [{ bucket: HOUR_10, code: 'NOT_FOUND', count: 1 }],
+    });
+    usage.recordVerification('NOT_FOUND');
+    usage.settle(false);
+    expect(usage.take().verifications).toEqual([{ bucket: HOUR_10, code: 'NOT_FOUND', count: 2 }]);
+  });
+
   it('refuses a second take before the first is settled', () => {
     const { usage } = counter();
     usage.take();

@@ -167,6 +167,8 @@ describe('flushing and lastUsedAt', () => {
       {
         rows: [{ keyId: key.key, bucket: START, valid: 1, rateLimited: 0, usageExceeded: 0, denied: 0 }],
         lastUsed: [{ keyId: key.key, at: START }],
+        // Every verification's code, for the operator's overview.
+        verifications: [{ bucket: START, code: 'VALID', count: 1 }],
       },
     ]);
     k = await testKeygate(); // afterEach closes this one

@@ -54,6 +54,13 @@ export const apiKeys = pgTable(
     index('api_keys_lineage').on(table.lineage).where(sql`${table.lineage} IS NOT NULL`),
     // A leaked secret names no key: its key is found by the secret's hash alone.
     index('api_keys_secret_hash').on(table.secretHash),
+    // The operator's list of every key, newest first, keyset-paged on (created_at, id). created_at
+    // only grows, so each insert lands on the index's last page.
+    index('api_keys_created').on(table.createdAt, table.id),
+    // The operator's search by key id prefix (id LIKE 'kg_…%'): the primary key's order follows the
+    // database's collation, which need not keep a prefix's ids together; text_pattern_ops compares
+    // bytes. Ids start with their creation time, so inserts land on its last page too.
+    index('api_keys_id_prefix').on(table.id.op('text_pattern_ops')),
   ],
 );
 
@@ -96,6 +103,37 @@ export const keyUsage = pgTable(
     // Retention removes old hours in order.
     index('key_usage_bucket').on(table.bucket),
   ],
+);
+
+/**
+ * Every verify and forward-auth answer that carried a code (keys' and tokens', unknown keys' too),
+ * per UTC hour (`bucket`, ms) and code, for the operator's overview. Each replica's usage flush adds
+ * its counts; removed with usage retention.
+ */
+export const verificationCounts = pgTable(
+  'verification_counts',
+  {
+    bucket: bigint('bucket', { mode: 'number' }).notNull(),
+    code: text('code').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.bucket, table.code] })],
+);
+
+/**
+ * Keys created (rotations included) per UTC hour (`bucket`, ms), counted in the create's own
+ * transaction, so a key deleted since stays counted. A transaction adds to the row of its
+ * connection's `shard` (backend pid % 8): concurrent create batches (several lanes, several
+ * replicas) then seldom wait for one another's row lock until COMMIT. A reader sums the shards.
+ */
+export const keyCreations = pgTable(
+  'key_creations',
+  {
+    bucket: bigint('bucket', { mode: 'number' }).notNull(),
+    shard: smallint('shard').notNull().default(0),
+    count: bigint('count', { mode: 'number' }).notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.bucket, table.shard] })],
 );
 
 /** With JWT_USER_IDS=mapped: keygate's own user id for each (issuer, subject) pair, never reused. */

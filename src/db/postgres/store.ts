@@ -10,6 +10,7 @@ import { drizzle } from 'drizzle-orm/bun-sql';
 import { lineageOf } from '../../apikeys/settings';
 import type { ApiKeyRow, ApiKeyStore } from '../../apikeys/store';
 import type { Logger } from '../../core/log';
+import { HOUR_MS } from '../../usage/counter';
 import { keyChanges } from '../key-changes';
 import { columnsOfUpdate, withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
@@ -59,6 +60,17 @@ const lookupIdFor = (id: string) =>
 /** What a write's statements go through: drizzle over the batch's reserved connection. */
 type Tx = Pick<PostgresDb, 'select' | 'insert' | 'update' | 'delete' | 'execute' | '$client'>;
 /**
+ * Adds the keys created per hour (rows of `bucket` and `n`) to key_creations, for the operator's
+ * overview, in the create's own transaction; on the row of this connection's shard, so that
+ * concurrent batches seldom wait for one another's row lock until their COMMIT.
+ */
+const COUNT_CREATIONS = (created: string) => `
+    INSERT INTO key_creations (bucket, shard, count)
+    SELECT bucket, pg_backend_pid() % 8, n FROM (${created}) AS created ORDER BY bucket
+    ON CONFLICT (bucket, shard) DO UPDATE SET count = key_creations.count + EXCLUDED.count`;
+const COUNT_CREATION = COUNT_CREATIONS('SELECT $1::bigint AS bucket, 1 AS n');
+
+/**
  * Creates in one statement, each key inserted only while its user holds fewer than its cap of live
  * keys (the user's policy's maxKeys, else MAX_KEYS_PER_USER), read under the lock of the user's
  * counter row, which the batch holds, so a policy committed before is the one every later create obeys. The counter (rows held,
@@ -78,17 +90,21 @@ const INSERT_WITHIN_CAP = `WITH input AS (
     SELECT input.*, row_number() OVER (PARTITION BY user_id ORDER BY n) - 1 AS before,
       coalesce((SELECT max_keys FROM user_policies p WHERE p.user_id = input.user_id), input.cap) AS user_cap
     FROM input
+  ), inserted AS (
+    INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at, lineage,
+      rotated_at, enabled, meta, ratelimit_limit, ratelimit_duration, permissions, allowed_ips)
+    SELECT id, secret_hash, user_id, level, name, created_at, expires_at, lineage, rotated_at, enabled,
+      meta, ratelimit_limit, ratelimit_duration, permissions, allowed_ips
+    FROM ranked r
+    WHERE (SELECT keys FROM user_key_counts c WHERE c.user_id = r.user_id) + r.before < r.user_cap
+      OR (SELECT count(*) FROM api_keys k WHERE k.user_id = r.user_id AND k.expires_at > r.created_at)
+        + r.before < r.user_cap
+    ORDER BY n
+    RETURNING id, created_at
+  ), counted AS (
+    ${COUNT_CREATIONS(`SELECT created_at - created_at % ${HOUR_MS} AS bucket, count(*) AS n FROM inserted GROUP BY 1`)}
   )
-  INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at, lineage,
-    rotated_at, enabled, meta, ratelimit_limit, ratelimit_duration, permissions, allowed_ips)
-  SELECT id, secret_hash, user_id, level, name, created_at, expires_at, lineage, rotated_at, enabled,
-    meta, ratelimit_limit, ratelimit_duration, permissions, allowed_ips
-  FROM ranked r
-  WHERE (SELECT keys FROM user_key_counts c WHERE c.user_id = r.user_id) + r.before < r.user_cap
-    OR (SELECT count(*) FROM api_keys k WHERE k.user_id = r.user_id AND k.expires_at > r.created_at)
-      + r.before < r.user_cap
-  ORDER BY n
-  RETURNING id`;
+  SELECT id FROM inserted`;
 
 type NewKey = { row: ApiKeyRow; limit: number };
 /** Creates standing together in a batch: one INSERT_WITHIN_CAP for all of them. */
@@ -380,6 +396,7 @@ export async function createPostgresApiKeyStore(
               .set({ expiresAt: previousExpiresAt, rotatedAt: now })
               .where(eq(apiKeys.id, previousId)),
             tx.insert(apiKeys).values(toColumns(next)),
+            tx.$client.unsafe(COUNT_CREATION, [now - (now % HOUR_MS)]),
             notify(tx, [previousId]),
           ]);
           return 'rotated' as const;

@@ -42,6 +42,9 @@ export const apiKeys = sqliteTable(
     index('api_keys_lineage').on(table.lineage).where(sql`${table.lineage} IS NOT NULL`),
     // A leaked secret names no key: its key is found by the secret's hash alone.
     index('api_keys_secret_hash').on(table.secretHash),
+    // The operator's list of every key, newest first, keyset-paged on (created_at, id). created_at
+    // only grows, so each insert lands on the index's last page.
+    index('api_keys_created').on(table.createdAt, table.id),
   ],
 );
 
@@ -86,6 +89,36 @@ export const keyUsage = sqliteTable(
     // Retention removes old hours in order.
     index('key_usage_bucket').on(table.bucket),
   ],
+);
+
+/**
+ * Every verify and forward-auth answer that carried a code (keys' and tokens', unknown keys' too),
+ * per UTC hour (`bucket`, ms) and code, for the operator's overview. Written with the usage flush;
+ * removed with usage retention.
+ */
+export const verificationCounts = sqliteTable(
+  'verification_counts',
+  {
+    bucket: integer('bucket').notNull(),
+    code: text('code').notNull(),
+    count: integer('count').notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.bucket, table.code] })],
+);
+
+/**
+ * Keys created (rotations included) per UTC hour (`bucket`, ms), counted in the create's own
+ * transaction, so a key deleted since stays counted. `shard` spreads concurrent transactions over a
+ * few rows on PostgreSQL (SQLite has one writer and always writes 0); a reader sums them.
+ */
+export const keyCreations = sqliteTable(
+  'key_creations',
+  {
+    bucket: integer('bucket').notNull(),
+    shard: integer('shard').notNull().default(0),
+    count: integer('count').notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.bucket, table.shard] })],
 );
 
 /** With JWT_USER_IDS=mapped: keygate's own user id for each (issuer, subject) pair, never reused. */

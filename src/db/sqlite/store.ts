@@ -5,6 +5,7 @@ import { and, count, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } 
 import { lineageOf } from '../../apikeys/settings';
 import { type ApiKeyRow, type ApiKeyStore, StoreUnavailableError } from '../../apikeys/store';
 import type { PoolsTake } from '../../limits/credits';
+import { HOUR_MS } from '../../usage/counter';
 import { secondPoolRefusal, takeFromPools } from '../credits-take';
 import { keyChanges } from '../key-changes';
 import { columnsOfUpdate, withCredits } from '../key-rows';
@@ -203,7 +204,12 @@ export function createSqliteApiKeyStore(
       allowedIps: sql.placeholder('allowedIps'),
     })
     .prepare();
+  // Keys created per hour, for the operator's overview: in the create's (or rotation's) transaction.
+  const countCreation = db.$client.prepare(`
+    INSERT INTO key_creations (bucket, shard, count) VALUES (?1, 0, 1)
+    ON CONFLICT (bucket, shard) DO UPDATE SET count = count + 1`);
   const insertRow = (row: ApiKeyRow) => {
+    countCreation.run(row.createdAt - (row.createdAt % HOUR_MS));
     insert.run({
       ...row,
       lineage: row.lineage ?? null,

@@ -33,16 +33,23 @@ export function createSqliteUsageStore(db: Db, groupCommit: GroupCommitWriter): 
   const deleteOld = client.prepare(
     'DELETE FROM key_usage WHERE rowid IN (SELECT rowid FROM key_usage WHERE bucket < ?1 ORDER BY bucket LIMIT ?2)',
   );
+  const addVerifications = client.prepare(`
+    INSERT INTO verification_counts (bucket, code, count) VALUES (?1, ?2, ?3)
+    ON CONFLICT (bucket, code) DO UPDATE SET count = count + excluded.count`);
+  // A few rows an hour (one per code; one per hour): removed whole, with the first batch of key rows.
+  const deleteOldVerifications = client.prepare('DELETE FROM verification_counts WHERE bucket < ?1');
+  const deleteOldCreations = client.prepare('DELETE FROM key_creations WHERE bucket < ?1');
 
   return {
-    writeUsage({ rows, lastUsed }) {
-      if (rows.length === 0 && lastUsed.length === 0) return Promise.resolve();
+    writeUsage({ rows, lastUsed, verifications = [] }) {
+      if (rows.length === 0 && lastUsed.length === 0 && verifications.length === 0) return Promise.resolve();
       return groupCommit
         .write(() => {
           for (const row of rows) {
             addRow.run(row.keyId, row.bucket, row.valid, row.rateLimited, row.usageExceeded, row.denied);
           }
           for (const { keyId, at } of lastUsed) markUsed.run(keyId, at);
+          for (const { bucket, code, count } of verifications) addVerifications.run(bucket, code, count);
         })
         .catch(unavailableOr);
     },
@@ -64,7 +71,13 @@ export function createSqliteUsageStore(db: Db, groupCommit: GroupCommitWriter): 
     },
 
     deleteUsageBefore(before, limit) {
-      return groupCommit.write(() => deleteOld.run(before, limit).changes).catch(unavailableOr);
+      return groupCommit
+        .write(() => {
+          deleteOldVerifications.run(before);
+          deleteOldCreations.run(before);
+          return deleteOld.run(before, limit).changes;
+        })
+        .catch(unavailableOr);
     },
   };
 }
