@@ -9,5 +9,6 @@ beforeAll(async () => {
   if (TEST_ENGINE === 'postgres') await sharedPostgres();
 }, 180_000);
 
-// Removing a few hundred test databases (~7.5 MB each) takes seconds.
-afterAll(() => stopSharedPostgres(), 60_000);
+// Removing a few hundred test databases (~7.5 MB each, gigabytes in all) takes seconds, and more than
+// a minute on a busy disk.
+afterAll(() => stopSharedPostgres(), 300_000);
