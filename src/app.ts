@@ -13,7 +13,7 @@ import type { ApiKeyService } from './apikeys/service';
 import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth } from './auth/schemes';
-import type { SubjectStore } from './auth/subjects';
+import type { SubjectStore, UserIdMode } from './auth/subjects';
 import type { TokenUsers } from './auth/token-users';
 import type { Clock } from './core/clock';
 import { DomainError } from './core/errors';
@@ -25,6 +25,11 @@ import { referencePage } from './http/reference-page';
 import { contextOf } from './http/request-context';
 import { createUnavailableLog } from './http/unavailable-log';
 import type { PolicyService } from './policies/service';
+import { type ConsolePageOptions, consoleSecurityHeaders } from './sessions/console-page';
+import { consoleRoutes } from './sessions/console-routes';
+import { sessionLinkRoutes } from './sessions/link-routes';
+import type { SessionService } from './sessions/service';
+import { operatorSessionAuth, userSessionAuth } from './sessions/session-auth';
 import type { UsageRecorder } from './usage/counter';
 import { usageRoutes } from './usage/routes';
 import type { UsageService } from './usage/service';
@@ -67,6 +72,10 @@ export type AppDeps = {
   recordRouteTemplates?: boolean;
   /** Metrics: told of each committed change to keys, as the audit log is. */
   keyEvents?: KeyEvents;
+  /** The console's sessions (revoke-all ends them). */
+  sessions: SessionService;
+  /** The console (§23) and its session routes; undefined (CONSOLE=off): every console path 404. */
+  console?: { page: ConsolePageOptions; publicUrl: string | undefined; userIds: UserIdMode };
 };
 
 export function createApp({
@@ -88,6 +97,8 @@ export function createApp({
   onVerification,
   recordRouteTemplates = false,
   keyEvents,
+  sessions,
+  console: consoleOptions,
 }: AppDeps) {
   const routes = { service, maxExpiresInSeconds, events: allKeyEvents(createAuditLog(logger), keyEvents) };
   const unavailable = createUnavailableLog(logger, clock);
@@ -113,6 +124,23 @@ export function createApp({
     onVerification && ((...outcome) => onVerification('forward_auth', ...outcome)),
   );
   const keyScheme = keyAuth(service, { usage: usageCounter, clientAddress });
+  const operatorScheme = operatorAuth(operators.jwt, operators.scope);
+  const admin = createAdminService({
+    apikeys: service,
+    store,
+    usage,
+    subjects: mappedSubjects,
+    sessions,
+    clock,
+  });
+  const adminOptions = {
+    admin,
+    policies,
+    events: routes.events,
+    audit: createAdminAudit(logger),
+    maxExpiresInSeconds,
+    clock,
+  };
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
   const app = new Elysia({ prefix: basePath, normalize: false, strictPath: true });
   // Built from every route of `app` on first request, so routes added below are all in it.
@@ -123,6 +151,7 @@ export function createApp({
       { name: 'API keys', description: 'Create, list, get, rotate and delete API keys.' },
       { name: 'Verification', description: 'Verify a credential, or forward-auth for a reverse proxy.' },
       { name: 'Operations', description: 'Health.' },
+      { name: 'Console', description: 'One-time links to the web console (CONSOLE=on).' },
       {
         name: 'Operator',
         description:
@@ -180,20 +209,41 @@ export function createApp({
     .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyScheme }))
     .use(usageRoutes({ suffix: 'jwt', auth: jwtAuth(tokens), apikeys: service, usage, clock }))
     .use(usageRoutes({ suffix: 'key', auth: keyScheme, apikeys: service, usage, clock }))
-    .use(
-      adminRoutes({
-        auth: operatorAuth(operators.jwt, operators.scope),
-        admin: createAdminService({ apikeys: service, store, usage, subjects: mappedSubjects, clock }),
-        policies,
-        events: routes.events,
-        audit: createAdminAudit(logger),
-        maxExpiresInSeconds,
-        clock,
-      }),
-    )
+    .use(adminRoutes({ ...adminOptions, auth: operatorScheme }))
     // In Elysia for the document (and for any caller without the edge); the edge answers them first.
     .use(verifyRoutes(verify))
     .use(forwardAuthRoutes(forwardAuth));
+  if (consoleOptions !== undefined) {
+    const { publicUrl } = consoleOptions;
+    const userSession = userSessionAuth({ sessions, publicUrl });
+    app.use(sessionLinkRoutes({ tokenAuth: jwtAuth(tokens), operatorScheme, sessions, logger })).use(
+      consoleRoutes({
+        sessions,
+        policies,
+        page: consoleOptions.page,
+        publicUrl,
+        basePath,
+        maxExpiresInSeconds,
+        userIds: consoleOptions.userIds,
+        // The same route builders and services as the API's, behind the session cookie.
+        api: [
+          apiKeyRoutes({ ...routes, suffix: 'session', auth: userSession }),
+          usageRoutes({ suffix: 'session', auth: userSession, apikeys: service, usage, clock }),
+          adminRoutes({ ...adminOptions, auth: operatorSessionAuth({ sessions, publicUrl }) }),
+        ],
+      }),
+    );
+  }
+  const consolePrefix = `${basePath}/console`;
+  const consoleHeaders = consoleOptions && consoleSecurityHeaders(consoleOptions.page.frameAncestors);
+  /** Every console answer, errors included, carries the console's CSP and its other headers. */
+  const withConsoleHeaders = (request: Request, response: Response): Response => {
+    if (consoleHeaders === undefined) return response;
+    const path = request.url.slice(request.url.indexOf('/', request.url.indexOf('//') + 2));
+    if (path !== consolePrefix && !path.startsWith(`${consolePrefix}/`)) return response;
+    for (const [name, value] of Object.entries(consoleHeaders)) response.headers.set(name, value);
+    return response;
+  };
 
   const verifyRoute: DirectRoute = { template: VERIFY_PATH, readsBody: true, answer: verify };
   const forwardAuthRoute: DirectRoute = {
@@ -206,7 +256,10 @@ export function createApp({
   const forwardAuthPath = `${basePath}${FORWARD_AUTH_PATH}`;
   return {
     /** Every request but the direct routes'. */
-    fetch: (request: Request) => app.fetch(request),
+    fetch:
+      consoleHeaders === undefined
+        ? (request: Request) => app.fetch(request)
+        : async (request: Request) => withConsoleHeaders(request, await app.fetch(request)),
     /** The verification routes, answered by the edge without Elysia: the paths Elysia would match. */
     directRoute(method: string, path: string): DirectRoute | undefined {
       if (path === verifyPath) return method === 'POST' ? verifyRoute : undefined;

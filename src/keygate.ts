@@ -18,12 +18,14 @@ import type { Logger } from './core/log';
 import { appliedPostgresMigrationCount, openPostgres } from './db/postgres/open';
 import { createPostgresPolicyStore } from './db/postgres/policies';
 import { createPostgresRateLimiter } from './db/postgres/rate-limits';
+import { createPostgresSessionStore } from './db/postgres/sessions';
 import { createPostgresApiKeyStore } from './db/postgres/store';
 import { createPostgresSubjectStore } from './db/postgres/subjects';
 import { createPostgresUsageStore } from './db/postgres/usage-store';
 import { type CommitBatch, GroupCommitWriter } from './db/sqlite/group-commit';
 import { appliedMigrationCount, openDatabase } from './db/sqlite/open';
 import { createSqlitePolicyStore } from './db/sqlite/policies';
+import { createSqliteSessionStore } from './db/sqlite/sessions';
 import { createSqliteApiKeyStore } from './db/sqlite/store';
 import { createSqliteSubjectStore } from './db/sqlite/subjects';
 import { createSqliteUsageStore } from './db/sqlite/usage-store';
@@ -35,6 +37,8 @@ import { clientAddressOf } from './network/client-address';
 import { createPolicyCache } from './policies/cache';
 import { createPolicyService } from './policies/service';
 import type { PolicyStore } from './policies/store';
+import { createSessionService } from './sessions/service';
+import type { SessionStore } from './sessions/store';
 import { createUsageCounter } from './usage/counter';
 import { createUsageFlusher, type FlushTimer, intervalTimer } from './usage/flusher';
 import { createUsageService } from './usage/service';
@@ -53,6 +57,8 @@ export type OpenedStore = {
   usage: UsageStore;
   /** The operator's user policies (on SQLite, through the same writer). */
   policies: PolicyStore;
+  /** The console's one-time codes and sessions (on SQLite, through the same writer). */
+  sessions: SessionStore;
   /** The SQLite file's absolute path (or `:memory:`), or the PostgreSQL URL without its password. */
   database: string;
   /** How many migrations the database has applied. */
@@ -95,6 +101,7 @@ export async function openStore(
       subjects: createPostgresSubjectStore(db),
       usage: createPostgresUsageStore(db, { onWrite }),
       policies: await createPostgresPolicyStore(db, { listen: serving }),
+      sessions: createPostgresSessionStore(db),
       database: database.redacted,
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       client: { engine: 'postgres', sql: db.$client },
@@ -114,6 +121,7 @@ export async function openStore(
     subjects: createSqliteSubjectStore(db, store.write),
     usage: createSqliteUsageStore(db, groupCommit),
     policies: createSqlitePolicyStore(db, store.write),
+    sessions: createSqliteSessionStore(db, store.write),
     database: database.path,
     appliedMigrations: async () => appliedMigrationCount(db),
     client: { engine: 'sqlite', sqlite: db.$client },
@@ -229,6 +237,12 @@ export async function createKeygate(
   // Pairs and ids never change once given: remembered in memory, each direction bounded.
   const subjects = config.jwtUserIds === 'mapped' ? cachedSubjects(opened.subjects) : undefined;
   const tokens = createTokenUsers({ jwt, mode: config.jwtUserIds, subjects });
+  const sessions = createSessionService({
+    store: opened.sessions,
+    clock,
+    defaultSessionSeconds: config.consoleSessionSeconds,
+    consolePath: consolePathOf(config),
+  });
   // Forward-auth's route rules: those read at start, replaced on SIGHUP by a file that reads well.
   let rules: readonly ForwardAuthRule[] = config.forwardAuthRules?.rules ?? [];
   const app = createApp({
@@ -264,6 +278,18 @@ export async function createKeygate(
     onVerification: metrics?.verification,
     keyEvents: metrics?.keyEvents,
     recordRouteTemplates: metrics !== undefined,
+    sessions,
+    console: config.console
+      ? {
+          page: {
+            title: config.consoleTitle,
+            accent: config.consoleAccent,
+            frameAncestors: config.consoleFrameAncestors,
+          },
+          publicUrl: config.publicUrl,
+          userIds: config.jwtUserIds,
+        }
+      : undefined,
   });
   const handle = withHttpEdge(app.fetch, logger, {
     directRoute: app.directRoute,
@@ -285,6 +311,8 @@ export async function createKeygate(
     service,
     /** The operator's user policies; `policies.policyOf(userId)` answers at once when known. */
     policies,
+    /** The console's links and sessions. */
+    sessions,
     jwt,
     handle,
     metrics,
@@ -313,6 +341,11 @@ export async function createKeygate(
       await store.close();
     },
   };
+}
+
+/** Where console links point: PUBLIC_URL (when set, so the link is absolute) + BASE_PATH + /console. */
+export function consolePathOf(config: Pick<Config, 'publicUrl' | 'basePath'>): string {
+  return `${config.publicUrl ?? ''}${config.basePath}/console`;
 }
 
 /** The database holds keys whose user ids mean something else under the mode asked for. */

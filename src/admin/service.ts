@@ -10,6 +10,7 @@ import type { SubjectStore } from '../auth/subjects';
 import type { Clock } from '../core/clock';
 import { DomainError } from '../core/errors';
 import { MAX_LEVEL } from '../core/levels';
+import type { SessionService } from '../sessions/service';
 import type { Granularity, UsageService } from '../usage/service';
 import type { Operator } from './operator-auth';
 
@@ -36,9 +37,12 @@ export function createAdminService({
   store,
   usage,
   subjects,
+  sessions,
   clock,
 }: {
   apikeys: ApiKeyService;
+  /** The console's sessions: revoke-all ends the user's. */
+  sessions?: Pick<SessionService, 'endSessionsOfUser'>;
   /** With JWT_USER_IDS=mapped: the user ids given to (issuer, subject) pairs. */
   subjects: Pick<SubjectStore, 'findUserId'> | undefined;
   store: Pick<ApiKeyStore, 'deleteKeysOfUser'>;
@@ -70,9 +74,14 @@ export function createAdminService({
       return apikeys.revokeKey(await actingForOwnerOf(operator, id), id, signal);
     },
 
-    /** Every key of the user, in one transaction; resolves with how many were live. */
-    revokeAllKeys(userId: number, signal?: AbortSignal): Promise<number> {
-      return store.deleteKeysOfUser(userId, clock(), signal);
+    /**
+     * Every key of the user, in one transaction, then the user's console sessions (an account closed:
+     * nothing of it stays open); resolves with how many keys were live.
+     */
+    async revokeAllKeys(userId: number, signal?: AbortSignal): Promise<number> {
+      const deleted = await store.deleteKeysOfUser(userId, clock(), signal);
+      await sessions?.endSessionsOfUser(userId);
+      return deleted;
     },
 
     async keyUsage(id: string, query: UsageQuery) {
