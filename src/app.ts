@@ -29,7 +29,7 @@ import { type ConsolePageOptions, consoleSecurityHeaders } from './sessions/cons
 import { consoleRoutes } from './sessions/console-routes';
 import { sessionLinkRoutes } from './sessions/link-routes';
 import type { SessionService } from './sessions/service';
-import { operatorSessionAuth, userSessionAuth } from './sessions/session-auth';
+import { operatorActingForUserAuth, operatorSessionAuth, userSessionAuth } from './sessions/session-auth';
 import type { UsageRecorder } from './usage/counter';
 import { usageRoutes } from './usage/routes';
 import type { UsageService } from './usage/service';
@@ -216,6 +216,7 @@ export function createApp({
   if (consoleOptions !== undefined) {
     const { publicUrl } = consoleOptions;
     const userSession = userSessionAuth({ sessions, publicUrl });
+    const operatorActingFor = operatorActingForUserAuth({ sessions, publicUrl });
     app.use(sessionLinkRoutes({ tokenAuth: jwtAuth(tokens), operatorScheme, sessions, logger })).use(
       consoleRoutes({
         sessions,
@@ -230,6 +231,11 @@ export function createApp({
           apiKeyRoutes({ ...routes, suffix: 'session', auth: userSession }),
           usageRoutes({ suffix: 'session', auth: userSession, apikeys: service, usage, clock }),
           adminRoutes({ ...adminOptions, auth: operatorSessionAuth({ sessions, publicUrl }) }),
+        ],
+        // The operator acting for one user, through the owner's routes (rotate has no /admin route).
+        operatorApi: [
+          apiKeyRoutes({ ...routes, suffix: 'session', auth: operatorActingFor }),
+          usageRoutes({ suffix: 'session', auth: operatorActingFor, apikeys: service, usage, clock }),
         ],
       }),
     );

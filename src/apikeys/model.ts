@@ -291,6 +291,12 @@ export const KeySummary = t.Object({
   permissions: t.Optional(Permissions),
   allowedIps: t.Optional(AllowedIps),
   policy: t.Optional(UserPolicy),
+  retiring: t.Optional(
+    t.Literal(true, {
+      description:
+        'Present while the key is in its grace period after a rotation: it verifies until expiresAt, but acts on no key.',
+    }),
+  ),
 });
 export type KeySummary = typeof KeySummary.static;
 

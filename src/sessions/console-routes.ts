@@ -24,6 +24,8 @@ export type ConsoleRoutesOptions = {
   userIds: UserIdMode;
   /** The API the page calls, mounted under /console/api (each authenticated by the session). */
   api: readonly AnyElysia[];
+  /** The owner's routes for the operator acting for one user (session-auth.ts), under /console/api/operator. */
+  operatorApi: readonly AnyElysia[];
 };
 
 const hidden = { detail: { hide: true } };
@@ -37,6 +39,7 @@ export function consoleRoutes({
   maxExpiresInSeconds,
   userIds,
   api,
+  operatorApi,
 }: ConsoleRoutesOptions) {
   const cookiePath = `${basePath}/console`;
   const secure = publicUrl?.startsWith('https:') ? '; Secure' : '';
@@ -113,6 +116,10 @@ export function consoleRoutes({
     )
     .group('/console/api', (group) => {
       for (const routes of api) group.use(routes);
+      return group;
+    })
+    .group('/console/api/operator', (group) => {
+      for (const routes of operatorApi) group.use(routes);
       return group;
     });
 }

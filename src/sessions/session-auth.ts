@@ -6,7 +6,9 @@
 import { timingSafeEqual } from 'node:crypto';
 import { Elysia } from 'elysia';
 import type { Operator } from '../admin/operator-auth';
-import { callerScheme } from '../auth/schemes';
+import { actingFor } from '../admin/service';
+import type { Caller } from '../auth/caller';
+import { type AuthScheme, callerScheme } from '../auth/schemes';
 import { HttpError } from '../http/errors';
 import type { SessionService } from './service';
 import type { StoredSession } from './store';
@@ -83,17 +85,43 @@ export function userSessionAuth(options: SessionAuthOptions) {
   });
 }
 
+async function operatorOf(request: Request, options: SessionAuthOptions): Promise<Operator> {
+  const { session } = await consoleSessionOf(request, options);
+  if (session.userId !== null) {
+    throw new HttpError(
+      403,
+      "This console session is a user's: the operator's routes need an operator session.",
+    );
+  }
+  const sub = session.by.startsWith('admin:') ? session.by.slice('admin:'.length) : session.by;
+  return { sub, by: session.by };
+}
+
 /** An operator's session as the `operator` of the /admin routes, named in audit lines as it was given. */
 export function operatorSessionAuth(options: SessionAuthOptions) {
-  return new Elysia().derive({ as: 'scoped' }, async ({ request }): Promise<{ operator: Operator }> => {
-    const { session } = await consoleSessionOf(request, options);
-    if (session.userId !== null) {
-      throw new HttpError(
-        403,
-        "This console session is a user's: the operator's routes need an operator session.",
-      );
+  return new Elysia().derive(
+    { as: 'scoped' },
+    async ({ request }): Promise<{ operator: Operator }> => ({
+      operator: await operatorOf(request, options),
+    }),
+  );
+}
+
+/** The header in which the operator's page names the user it acts for (the owner's routes have no user in their paths). */
+export const ACTING_FOR_HEADER = 'x-keygate-acting-for';
+
+/**
+ * An operator's session acting for the user its page names in X-Keygate-Acting-For
+ * (admin/service.ts actingFor), as the `caller` of the owner's routes: every action the owner has
+ * (rotate included) with the operator's reach, and a key of another user is 404 as for the owner.
+ */
+export function operatorActingForUserAuth(options: SessionAuthOptions): AuthScheme {
+  return new Elysia().derive({ as: 'scoped' }, async ({ request }): Promise<{ caller: Caller }> => {
+    const operator = await operatorOf(request, options);
+    const userId = request.headers.get(ACTING_FOR_HEADER) ?? '';
+    if (!/^[0-9]{1,16}$/.test(userId) || !Number.isSafeInteger(Number(userId))) {
+      throw new HttpError(400, `${ACTING_FOR_HEADER} must name the user acted for: a non-negative integer.`);
     }
-    const sub = session.by.startsWith('admin:') ? session.by.slice('admin:'.length) : session.by;
-    return { operator: { sub, by: session.by } };
-  });
+    return { caller: actingFor(operator, Number(userId)) };
+  }) as unknown as AuthScheme;
 }

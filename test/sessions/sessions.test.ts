@@ -377,6 +377,45 @@ describe("the operator's session", () => {
   });
 });
 
+describe("the operator's session acting for a user", () => {
+  it("has every owner's action on that user's keys, rotate included; another user's key is 404", async () => {
+    k = await testKeygate();
+    const operator = await consoleSession(k, { operator: true });
+    const key = await k.createKey(42, { level: 8 });
+    const for42 = { 'x-keygate-acting-for': '42' };
+    const listed = await k.req('GET', '/console/api/operator/apikeys/session', {
+      headers: { ...operator.read, ...for42 },
+    });
+    expect(listed.json.apikeys.map((item: { key: string }) => item.key)).toEqual([key.key]);
+    const elsewhere = await k.req('POST', `/console/api/operator/apikeys/${key.key}/rotate/session`, {
+      headers: { ...operator.change, 'x-keygate-acting-for': '43' },
+      body: {},
+    });
+    expect(elsewhere.status).toBe(404);
+    const rotated = await k.req('POST', `/console/api/operator/apikeys/${key.key}/rotate/session`, {
+      headers: { ...operator.change, ...for42 },
+      body: { gracePeriod: 3600 },
+    });
+    expect(rotated.status).toBe(201);
+    expect(k.logLines('apikey.rotated').at(-1)).toMatchObject({
+      previousKey: key.key,
+      userId: 42,
+      by: 'admin:ops',
+    });
+    const old = await k.req('GET', `/console/api/operator/apikeys/${key.key}/session`, {
+      headers: { ...operator.read, ...for42 },
+    });
+    expect(old.json.apikey.retiring).toBe(true);
+    const user = await consoleSession(k, { sub: 42 });
+    const refused = await k.req('GET', '/console/api/operator/apikeys/session', {
+      headers: { ...user.read, ...for42 },
+    });
+    expect(refused.status).toBe(403);
+    const unnamed = await k.req('GET', '/console/api/operator/apikeys/session', { headers: operator.read });
+    expect(unnamed.status).toBe(400);
+  });
+});
+
 describe('the page and its headers', () => {
   const CSP =
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
