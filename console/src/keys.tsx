@@ -342,7 +342,7 @@ function CreateDialog({
       <form onSubmit={submit} class="form">
         <label>
           Name
-          <input name="name" required maxLength={128} autoComplete="off" />
+          <input name="name" required autoComplete="off" />
         </label>
         <label>
           Level
@@ -384,7 +384,7 @@ function CreateDialog({
           {expiry === 'custom' && (
             <label>
               Days
-              <input name="customDays" type="number" min="0.001" step="any" required />
+              <input name="customDays" type="number" step="any" required />
               <small>At most {seconds(rules.maxExpiresInSeconds)}.</small>
             </label>
           )}
@@ -429,11 +429,11 @@ function CreateDialog({
             <div class="row">
               <label>
                 Verifications
-                <input name="limit" type="number" min="1" required />
+                <input name="limit" type="number" required />
               </label>
               <label>
                 Per seconds
-                <input name="duration" type="number" min="1" required />
+                <input name="duration" type="number" required />
               </label>
             </div>
           )}
@@ -449,15 +449,15 @@ function CreateDialog({
             <div class="row">
               <label>
                 Remaining
-                <input name="remaining" type="number" min="0" required />
+                <input name="remaining" type="number" required />
               </label>
               <label>
                 Refill to (optional)
-                <input name="refillAmount" type="number" min="1" />
+                <input name="refillAmount" type="number" />
               </label>
               <label>
                 Every days
-                <input name="refillDays" type="number" min="0.001" step="any" />
+                <input name="refillDays" type="number" step="any" />
               </label>
             </div>
           )}
@@ -652,7 +652,7 @@ function EditDialog({
       <form onSubmit={submit} class="form">
         <label>
           Name
-          <input name="name" required maxLength={128} defaultValue={apikey.name} autoComplete="off" />
+          <input name="name" required defaultValue={apikey.name} autoComplete="off" />
         </label>
         <label>
           Meta (JSON; empty removes it)

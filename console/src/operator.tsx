@@ -99,8 +99,8 @@ function Find({ rules, openUser }: { rules: Rules; openUser: (userId: number) =>
       {rules.userIds === 'mapped' && (
         <form class="search" onSubmit={bySubject} aria-label="Find a user by issuer and subject">
           <label>
-            Issuer (iss)
-            <input name="iss" required autoComplete="off" />
+            Issuer (iss; empty for tokens without one)
+            <input name="iss" autoComplete="off" />
           </label>
           <label>
             Subject (sub)
@@ -347,33 +347,27 @@ function PolicyEditor({ userId }: { userId: number }) {
           <div class="row">
             <label>
               Rate limit: verifications
-              <input name="limit" type="number" min="1" defaultValue={policy.ratelimit?.limit ?? ''} />
+              <input name="limit" type="number" defaultValue={policy.ratelimit?.limit ?? ''} />
             </label>
             <label>
               per seconds
-              <input name="duration" type="number" min="1" defaultValue={policy.ratelimit?.duration ?? ''} />
+              <input name="duration" type="number" defaultValue={policy.ratelimit?.duration ?? ''} />
             </label>
           </div>
           <div class="row">
             <label>
               Credits remaining
-              <input name="remaining" type="number" min="0" defaultValue={policy.credits?.remaining ?? ''} />
+              <input name="remaining" type="number" defaultValue={policy.credits?.remaining ?? ''} />
             </label>
             <label>
               Refill to
-              <input
-                name="refillAmount"
-                type="number"
-                min="1"
-                defaultValue={policy.credits?.refill?.amount ?? ''}
-              />
+              <input name="refillAmount" type="number" defaultValue={policy.credits?.refill?.amount ?? ''} />
             </label>
             <label>
               every seconds
               <input
                 name="refillInterval"
                 type="number"
-                min="1"
                 defaultValue={policy.credits?.refill?.interval ?? ''}
               />
             </label>
@@ -381,11 +375,11 @@ function PolicyEditor({ userId }: { userId: number }) {
           <div class="row">
             <label>
               Most keys
-              <input name="maxKeys" type="number" min="1" defaultValue={policy.maxKeys ?? ''} />
+              <input name="maxKeys" type="number" defaultValue={policy.maxKeys ?? ''} />
             </label>
             <label>
               Highest level
-              <input name="maxLevel" type="number" min="0" max="8" defaultValue={policy.maxLevel ?? ''} />
+              <input name="maxLevel" type="number" defaultValue={policy.maxLevel ?? ''} />
             </label>
           </div>
           <label>

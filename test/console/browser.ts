@@ -15,6 +15,8 @@ export const SECRET = 'browser-test-secret-that-is-at-least-32-bytes';
 const CHROMIUM = process.env.KEYGATE_CHROMIUM ?? '/usr/bin/chromium';
 
 const scratch = mkdtempSync(join(tmpdir(), 'keygate-console-'));
+// The binary serves every browser test file of the run; it goes when the run ends.
+process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
 let built: string | undefined;
 let browser: Browser | undefined;
 
@@ -37,10 +39,10 @@ export async function theBrowser(): Promise<Browser> {
   return browser;
 }
 
-export async function closeAll(): Promise<void> {
+/** After a file's tests: the browser closes (the next file launches its own). */
+export async function closeBrowser(): Promise<void> {
   await browser?.close();
   browser = undefined;
-  rmSync(scratch, { recursive: true, force: true });
 }
 
 export type Server = Awaited<ReturnType<typeof startServer>>;

@@ -4,7 +4,7 @@
 // on every page: no request outside keygate's origin, no CSP violation, no console error.
 import { afterAll, beforeAll, describe, expect, it } from 'bun:test';
 import {
-  closeAll,
+  closeBrowser,
   expectText,
   originOf,
   type Server,
@@ -19,7 +19,7 @@ beforeAll(async () => {
 }, 180_000);
 afterAll(async () => {
   await server?.stop();
-  await closeAll();
+  await closeBrowser();
 });
 
 /** Nothing left keygate's origin, no CSP violation, no console error (but those `allowed`). */
