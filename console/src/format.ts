@@ -19,10 +19,14 @@ export function statusOf(key: Key, now = Date.now()): Status {
   return 'active';
 }
 
+/** A day, in the reader's locale (the exact moment is in the cell's title). */
+export function day(iso: string): string {
+  return new Date(iso).toLocaleDateString(undefined, { year: 'numeric', month: 'short', day: 'numeric' });
+}
+
 export function when(iso: string | null): string {
   if (iso === null) return 'never';
-  const date = new Date(iso);
-  return date.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
+  return new Date(iso).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
 }
 
 export function seconds(total: number): string {

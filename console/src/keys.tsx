@@ -5,7 +5,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { type Bucket, type CreatedKey, call, type Key, type KeyRoutes, type Rules } from './api';
 import { Sparkline, UsageChart } from './charts';
-import { maskKey, seconds, statusOf, when } from './format';
+import { day, maskKey, seconds, statusOf, when } from './format';
 import { attempt, Dialog, notify } from './ui';
 
 type Page = { apikeys: Key[]; nextCursor: string | null };
@@ -124,8 +124,12 @@ export function KeysPanel({ routes, rules, heading }: { routes: KeyRoutes; rules
                   <td data-label="Status">
                     <span class={`status ${status.replace(' ', '-')}`}>{status}</span>
                   </td>
-                  <td data-label="Created">{when(key.createdAt)}</td>
-                  <td data-label="Expires">{when(key.expiresAt)}</td>
+                  <td data-label="Created" title={when(key.createdAt)}>
+                    {day(key.createdAt)}
+                  </td>
+                  <td data-label="Expires" title={when(key.expiresAt)}>
+                    {day(key.expiresAt)}
+                  </td>
                   <td data-label="Last used">{when(key.lastUsedAt)}</td>
                   <td data-label="30 days">
                     <Sparkline buckets={sparks[key.key]} />

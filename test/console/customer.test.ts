@@ -94,6 +94,7 @@ describe("the customer's keys", () => {
     const outline = await page.evaluate('getComputedStyle(document.activeElement).outlineStyle');
     expect(outline).not.toBe('none');
     await page.keyboard.press('Enter');
+    await page.getByRole('dialog', { name: 'Create a key' }).waitFor();
     // The dialog opens with the focus on its first field: the name.
     expect(await page.evaluate('document.activeElement.name')).toBe('name');
     await page.keyboard.type('typed with keys');
