@@ -85,8 +85,14 @@ export function UsageChart({ buckets, granularity }: { buckets: Bucket[]; granul
           );
         })}
         <line x1="0" x2={width} y1={height} y2={height} class="axis" />
-        {[0, Math.floor(data.length / 2), data.length - 1].map((index) => (
-          <text key={index} x={index * bar + bar / 2} y={height + 15} class="tick" text-anchor="middle">
+        {(
+          [
+            [0, 'start', 0],
+            [Math.floor(data.length / 2), 'middle', bar / 2],
+            [data.length - 1, 'end', bar],
+          ] as const
+        ).map(([index, anchor, shift]) => (
+          <text key={index} x={index * bar + shift} y={height + 15} class="tick" text-anchor={anchor}>
             {label((data[index] as { start: number }).start)}
           </text>
         ))}

@@ -50,35 +50,40 @@ async function shoot(watched: Watched, name: string) {
 
 describe('the budget', () => {
   it('the first load of the customer page is at most 150 KB compressed and usable within 1 s', async () => {
-    const link = await server.userLink(USER);
-    const watched = await watchedPage();
-    await watched.page.goto(`${server.base}${link}`);
-    await watched.page.getByRole('rowheader', { name: 'production' }).waitFor();
-    await watched.page.getByRole('button', { name: 'Create key' }).waitFor();
-    // The browser's own clock, from the start of the navigation: the keys table is shown and usable.
-    const usableMs = Math.round(await watched.page.evaluate<number>('performance.now()'));
-    // Everything the first load fetched: the page, its files, the session, the list and the sparklines.
-    await watched.page
-      .getByRole('img', { name: /valid verifications in the last 30 days/ })
-      .first()
-      .waitFor();
-    await Bun.sleep(300);
-    const weights = await watched.page.evaluate<Array<{ name: string; encoded: number; decoded: number }>>(`
-      performance.getEntries()
-        .filter((entry) => entry.entryType === 'navigation' || entry.entryType === 'resource')
-        .map((entry) => ({ name: entry.name, encoded: entry.encodedBodySize, decoded: entry.decodedBodySize }))
-    `);
-    const compressed = weights.reduce((sum, entry) => sum + entry.encoded, 0);
-    const uncompressed = weights.reduce((sum, entry) => sum + entry.decoded, 0);
-    const script = weights.find((entry) => entry.name.endsWith('/console/app.js'));
+    // Three first loads, each in a fresh context (no cache, no cookie): the median is the figure.
+    const loads: Array<{ usableMs: number; compressed: number; uncompressed: number; requests: number }> = [];
+    for (let load = 0; load < 3; load++) {
+      const link = await server.userLink(USER);
+      const watched = await watchedPage();
+      await watched.page.goto(`${server.base}${link}`);
+      await watched.page.getByRole('rowheader', { name: 'production' }).waitFor();
+      await watched.page.getByRole('button', { name: 'Create key' }).waitFor();
+      // The browser's own clock, from the start of the navigation: the keys table is shown and usable.
+      const usableMs = Math.round(await watched.page.evaluate<number>('performance.now()'));
+      // Everything the first load fetched: the page, its files, the session, the list and the sparklines.
+      await watched.page.getByRole('img', { name: /5 valid verifications in the last 30 days/ }).waitFor();
+      await Bun.sleep(300);
+      const weights = await watched.page.evaluate<Array<{ encoded: number; decoded: number }>>(`
+        performance.getEntries()
+          .filter((entry) => entry.entryType === 'navigation' || entry.entryType === 'resource')
+          .map((entry) => ({ encoded: entry.encodedBodySize, decoded: entry.decodedBodySize }))
+      `);
+      loads.push({
+        usableMs,
+        compressed: weights.reduce((sum, entry) => sum + entry.encoded, 0),
+        uncompressed: weights.reduce((sum, entry) => sum + entry.decoded, 0),
+        requests: weights.length,
+      });
+      await watched.close();
+    }
+    const median = [...loads].sort((a, b) => a.usableMs - b.usableMs)[1] as (typeof loads)[number];
     console.log(
-      `console first load (${TEST_ENGINE}): ${weights.length} requests, ${(compressed / 1024).toFixed(1)} KB compressed ` +
-        `(${(uncompressed / 1024).toFixed(1)} KB uncompressed; app.js ${((script?.encoded ?? 0) / 1024).toFixed(1)} KB), ` +
-        `usable after ${usableMs} ms`,
+      `console first load (${TEST_ENGINE}): ${median.requests} requests, ${(median.compressed / 1024).toFixed(1)} KB ` +
+        `compressed (${(median.uncompressed / 1024).toFixed(1)} KB uncompressed), usable after ` +
+        `${loads.map((load) => load.usableMs).join(', ')} ms (median ${median.usableMs} ms)`,
     );
-    expect(compressed).toBeLessThanOrEqual(BUDGET_BYTES);
-    expect(usableMs).toBeLessThanOrEqual(BUDGET_MS);
-    await watched.close();
+    for (const load of loads) expect(load.compressed).toBeLessThanOrEqual(BUDGET_BYTES);
+    expect(median.usableMs).toBeLessThanOrEqual(BUDGET_MS);
   }, 30_000);
 });
 
@@ -93,11 +98,14 @@ describe.skipIf(TEST_ENGINE === 'postgres')(
           await customer.page.getByRole('rowheader', { name: 'production' }).waitFor();
           await customer.page.getByRole('img', { name: /5 valid verifications/ }).waitFor();
           await shoot(customer, `customer-${width}-${colorScheme}`);
-          if (width === 1280) {
+          // One of each dialog is enough: usage in dark, create and the secret in light.
+          if (width === 1280 && colorScheme === 'dark') {
             await customer.page.getByRole('button', { name: 'Usage of production' }).click();
             await customer.page.getByRole('img', { name: /valid and \d+ refused/ }).waitFor();
             await shoot(customer, `usage-${width}-${colorScheme}`);
             await customer.page.getByRole('button', { name: 'Close' }).click();
+          }
+          if (width === 1280 && colorScheme === 'light') {
             await customer.page.getByRole('button', { name: 'Create key' }).click();
             await customer.page
               .getByRole('dialog', { name: 'Create a key' })
@@ -116,7 +124,7 @@ describe.skipIf(TEST_ENGINE === 'postgres')(
           await operator.page.getByRole('button', { name: 'Find', exact: true }).click();
           await operator.page.getByRole('rowheader', { name: 'production' }).waitFor();
           await shoot(operator, `operator-${width}-${colorScheme}`);
-          if (width === 1280) {
+          if (width === 1280 && colorScheme === 'dark') {
             await operator.page
               .getByRole('heading', { name: `Policy of user ${USER}` })
               .scrollIntoViewIfNeeded();
