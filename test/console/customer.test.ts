@@ -2,7 +2,7 @@
 // engine (SQLite, or PostgreSQL with KEYGATE_TEST_DATABASE=postgres): every flow of §23 end to end,
 // keyboard-only creation, the one-time code, the CSRF refusal, another user's keys never shown, and
 // on every page: no request outside keygate's origin, no CSP violation, no console error.
-import { afterAll, beforeAll, describe, expect, it } from 'bun:test';
+import { afterAll, beforeAll, describe, expect, it, setDefaultTimeout } from 'bun:test';
 import {
   closeBrowser,
   expectText,
@@ -13,6 +13,8 @@ import {
   watchedPage,
 } from './browser';
 
+// A browser test waits on a page, a server and a database: more than bun's default 5 s under load.
+setDefaultTimeout(30_000);
 let server: Server;
 beforeAll(async () => {
   server = await startServer();

@@ -2,7 +2,7 @@
 // engine: find a user (by id; by issuer and subject with mapped ids) or a key, a user's keys of every
 // level with the owner's actions, the policy editor, the user's usage, revoke-all after typing the
 // user id (which also ends the user's console sessions), and the overview.
-import { afterAll, beforeAll, describe, expect, it } from 'bun:test';
+import { afterAll, beforeAll, describe, expect, it, setDefaultTimeout } from 'bun:test';
 import {
   closeBrowser,
   expectText,
@@ -20,6 +20,8 @@ import {
  */
 const NEEDS_OPERATOR_LOOKUPS = true;
 
+// A browser test waits on a page, a server and a database: more than bun's default 5 s under load.
+setDefaultTimeout(30_000);
 let server: Server;
 let mapped: Server;
 beforeAll(async () => {

@@ -2,7 +2,7 @@
 // compressed, usable within 1 s), and screenshots of each page at 375 px and 1280 px, light and
 // dark. The screenshots go to docs/console/ with KEYGATE_UPDATE_SCREENSHOTS=1 (they are committed and
 // shown in docs/console.md), else to a scratch directory, so a test run leaves the tree clean.
-import { afterAll, beforeAll, describe, expect, it } from 'bun:test';
+import { afterAll, beforeAll, describe, expect, it, setDefaultTimeout } from 'bun:test';
 import { mkdirSync, mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +16,8 @@ const SHOTS =
     ? join(import.meta.dir, '..', '..', 'docs', 'console')
     : mkdtempSync(join(tmpdir(), 'keygate-screens-'));
 
+// A browser test waits on a page, a server and a database: more than bun's default 5 s under load.
+setDefaultTimeout(30_000);
 let server: Server;
 const USER = 80;
 beforeAll(async () => {
