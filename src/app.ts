@@ -245,8 +245,8 @@ export function createApp({
   /** Every console answer, errors included, carries the console's CSP and its other headers. */
   const withConsoleHeaders = (request: Request, response: Response): Response => {
     if (consoleHeaders === undefined) return response;
-    const path = request.url.slice(request.url.indexOf('/', request.url.indexOf('//') + 2));
-    if (path !== consolePrefix && !path.startsWith(`${consolePrefix}/`)) return response;
+    const { pathname } = new URL(request.url);
+    if (pathname !== consolePrefix && !pathname.startsWith(`${consolePrefix}/`)) return response;
     for (const [name, value] of Object.entries(consoleHeaders)) response.headers.set(name, value);
     return response;
   };

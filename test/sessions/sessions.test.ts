@@ -424,6 +424,7 @@ describe('the page and its headers', () => {
     k = await testKeygate();
     for (const path of [
       '/console',
+      '/console?from=app',
       '/console/app.js',
       '/console/app.css',
       '/console/theme.css',
