@@ -6,7 +6,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { type Bucket, type CreatedKey, call, type Key, type KeyRoutes, type Rules } from './api';
 import { Sparkline, UsageChart } from './charts';
 import { day, maskKey, seconds, statusOf, when } from './format';
-import { attempt, Dialog, notify } from './ui';
+import { attempt, Dialog, FormButtons, notify } from './ui';
 
 type Page = { apikeys: Key[]; nextCursor: string | null };
 
@@ -471,14 +471,7 @@ function CreateDialog({
             {problem}
           </p>
         )}
-        <div class="buttons">
-          <button type="submit" class="primary" disabled={busy}>
-            Create
-          </button>
-          <button type="button" onClick={onClose}>
-            Cancel
-          </button>
-        </div>
+        <FormButtons label="Create" onCancel={onClose} disabled={busy} />
       </form>
     </Dialog>
   );
@@ -599,14 +592,7 @@ function RotateDialog({
             ))}
           </div>
         </fieldset>
-        <div class="buttons">
-          <button type="submit" class="primary" disabled={busy}>
-            Rotate
-          </button>
-          <button type="button" onClick={onClose}>
-            Cancel
-          </button>
-        </div>
+        <FormButtons label="Rotate" onCancel={onClose} disabled={busy} />
       </form>
     </Dialog>
   );
@@ -671,14 +657,7 @@ function EditDialog({
             {problem}
           </p>
         )}
-        <div class="buttons">
-          <button type="submit" class="primary">
-            Save
-          </button>
-          <button type="button" onClick={onClose}>
-            Cancel
-          </button>
-        </div>
+        <FormButtons label="Save" onCancel={onClose} />
       </form>
     </Dialog>
   );

@@ -5,7 +5,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { actingFor, type Bucket, call, type Key, type Rules } from './api';
 import { maskKey, when } from './format';
 import { KeysPanel, UsageView } from './keys';
-import { attempt, Dialog } from './ui';
+import { attempt, Dialog, FormButtons } from './ui';
 
 type View = { kind: 'find' } | { kind: 'user'; userId: number } | { kind: 'overview' };
 
@@ -266,14 +266,12 @@ function RevokeAllDialog({
             inputMode="numeric"
           />
         </label>
-        <div class="buttons">
-          <button type="submit" class="danger" disabled={typed.trim() !== String(userId)}>
-            Revoke all keys
-          </button>
-          <button type="button" onClick={onClose}>
-            Cancel
-          </button>
-        </div>
+        <FormButtons
+          label="Revoke all keys"
+          onCancel={onClose}
+          disabled={typed.trim() !== String(userId)}
+          danger
+        />
       </form>
     </Dialog>
   );

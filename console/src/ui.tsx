@@ -81,3 +81,27 @@ export async function attempt<T>(
     return undefined;
   }
 }
+
+/** A dialog form's buttons: its action (submit) and Cancel. */
+export function FormButtons({
+  label,
+  onCancel,
+  disabled = false,
+  danger = false,
+}: {
+  label: string;
+  onCancel: () => void;
+  disabled?: boolean;
+  danger?: boolean;
+}) {
+  return (
+    <div class="buttons">
+      <button type="submit" class={danger ? 'danger' : 'primary'} disabled={disabled}>
+        {label}
+      </button>
+      <button type="button" onClick={onCancel}>
+        Cancel
+      </button>
+    </div>
+  );
+}

@@ -3,6 +3,7 @@
 // and pages that record every request, console error and CSP violation so each test can say none
 // happened. The tests sign tokens with the server's secret and ask the API for links, as a host
 // application would.
+import { expect } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -176,6 +177,19 @@ export async function watchedPage(
 /** The console's origin: what every request of the page must stay within. */
 export function originOf(base: string): string {
   return new URL(base).origin;
+}
+
+/** The browser's own console line for an answer with an error status (the page shows keygate's sentence). */
+export const REFUSED = /Failed to load resource: the server responded with a status of 40[0-9]/;
+
+/** Nothing left keygate's origin, no CSP violation, no console error (but those `allowed`). */
+export async function expectClean(watched: Watched, base: string, allowed: RegExp[] = []): Promise<void> {
+  const origin = originOf(base);
+  expect(watched.requests.filter((url) => !url.startsWith(`${origin}/`) && !url.startsWith('data:'))).toEqual(
+    [],
+  );
+  expect(await watched.violations()).toEqual([]);
+  expect(watched.consoleErrors.filter((text) => !allowed.some((pattern) => pattern.test(text)))).toEqual([]);
 }
 
 /** Waits (up to `ms`) until the locator's text is `expected` (or matches it); fails with what it was. */

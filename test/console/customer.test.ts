@@ -5,8 +5,10 @@
 import { afterAll, beforeAll, describe, expect, it, setDefaultTimeout } from 'bun:test';
 import {
   closeBrowser,
+  expectClean,
   expectText,
   originOf,
+  REFUSED,
   type Server,
   startServer,
   type Watched,
@@ -23,19 +25,6 @@ afterAll(async () => {
   await server?.stop();
   await closeBrowser();
 });
-
-/** Nothing left keygate's origin, no CSP violation, no console error (but those `allowed`). */
-async function expectClean(watched: Watched, allowed: RegExp[] = []) {
-  const origin = originOf(server.base);
-  expect(watched.requests.filter((url) => !url.startsWith(`${origin}/`) && !url.startsWith('data:'))).toEqual(
-    [],
-  );
-  expect(await watched.violations()).toEqual([]);
-  expect(watched.consoleErrors.filter((text) => !allowed.some((pattern) => pattern.test(text)))).toEqual([]);
-}
-
-/** The browser's own line for an answer it got with an error status (the page shows keygate's sentence). */
-const REFUSED = /Failed to load resource: the server responded with a status of 40[0-9]/;
 
 async function openConsole(
   sub: number,
@@ -61,7 +50,7 @@ describe('the one-time link', () => {
       { name: 'keygate_session', httpOnly: true, sameSite: 'Strict' },
     ]);
     expect(await first.page.evaluate('document.cookie')).toBe('');
-    await expectClean(first);
+    await expectClean(first, server.base);
     await first.close();
 
     const second = await watchedPage();
@@ -71,7 +60,7 @@ describe('the one-time link', () => {
       'This console link was used already or has expired; ask for a new one.',
     );
     expect(await second.context.cookies()).toEqual([]);
-    await expectClean(second, [REFUSED]);
+    await expectClean(second, server.base, [REFUSED]);
     await second.close();
   }, 30_000);
 
@@ -79,7 +68,7 @@ describe('the one-time link', () => {
     const watched = await watchedPage();
     await watched.page.goto(`${server.base}/console`);
     await expectText(watched.page.getByTestId('signed-out'), /Open the console through a link/);
-    await expectClean(watched, [REFUSED]);
+    await expectClean(watched, server.base, [REFUSED]);
     await watched.close();
   });
 });
@@ -115,7 +104,7 @@ describe("the customer's keys", () => {
     await page.getByRole('rowheader', { name: 'typed with keys' }).waitFor();
     expect(await page.getByTestId('new-secret').count()).toBe(0);
     await expectText(page.getByTestId('notice'), 'Key “typed with keys” created.');
-    await expectClean(watched);
+    await expectClean(watched, server.base);
     await watched.close();
   }, 30_000);
 
@@ -209,7 +198,7 @@ describe("the customer's keys", () => {
     await row(watched, newKey).waitFor({ state: 'detached' });
     expect(await server.verify(newKey, newSecret)).toMatchObject({ valid: false });
     await expectText(page.getByTestId('notice'), 'Key “billing-eu” deleted.');
-    await expectClean(watched);
+    await expectClean(watched, server.base);
     await watched.close();
   }, 60_000);
 
@@ -224,7 +213,7 @@ describe("the customer's keys", () => {
     const error = page.getByTestId('error');
     await expectText(error, /name|permission/i);
     expect(await error.getAttribute('role')).toBe('alert');
-    await expectClean(watched, [REFUSED]);
+    await expectClean(watched, server.base, [REFUSED]);
     await watched.close();
   });
 
@@ -256,7 +245,7 @@ describe("the customer's keys", () => {
     await dialog.getByLabel('Other permissions').fill('docs.read');
     await dialog.getByRole('button', { name: 'Create', exact: true }).click();
     await page.getByTestId('new-secret').waitFor();
-    await expectClean(watched, [REFUSED]);
+    await expectClean(watched, server.base, [REFUSED]);
     await watched.close();
   }, 30_000);
 
@@ -279,7 +268,7 @@ describe("the customer's keys", () => {
     });
     await watched.page.reload();
     await watched.page.getByText('No keys yet').waitFor();
-    await expectClean(watched, [REFUSED]);
+    await expectClean(watched, server.base, [REFUSED]);
     await watched.close();
   });
 
@@ -296,7 +285,7 @@ describe("the customer's keys", () => {
       theirs.key,
     );
     expect(status).toBe(404);
-    await expectClean(watched, [REFUSED]);
+    await expectClean(watched, server.base, [REFUSED]);
     await watched.close();
   });
 
@@ -317,7 +306,7 @@ describe("the customer's keys", () => {
     expect(await page.locator('tbody tr').count()).toBe(3);
     await page.getByRole('button', { name: 'Previous page' }).click();
     await page.getByRole('rowheader', { name: 'key 52' }).waitFor();
-    await expectClean(watched);
+    await expectClean(watched, server.base);
     await watched.close();
   }, 60_000);
 
@@ -327,7 +316,7 @@ describe("the customer's keys", () => {
     await watched.page.getByTestId('signed-out').waitFor();
     await watched.page.reload();
     await expectText(watched.page.getByTestId('signed-out'), /Open the console through a link/);
-    await expectClean(watched, [REFUSED]);
+    await expectClean(watched, server.base, [REFUSED]);
     await watched.close();
   });
 });

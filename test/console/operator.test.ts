@@ -5,8 +5,9 @@
 import { afterAll, beforeAll, describe, expect, it, setDefaultTimeout } from 'bun:test';
 import {
   closeBrowser,
+  expectClean,
   expectText,
-  originOf,
+  REFUSED,
   type Server,
   startServer,
   type Watched,
@@ -33,17 +34,6 @@ afterAll(async () => {
   await mapped?.stop();
   await closeBrowser();
 });
-
-const REFUSED = /Failed to load resource: the server responded with a status of 40[0-9]/;
-
-async function expectClean(watched: Watched, base: string, allowed: RegExp[] = []) {
-  const origin = originOf(base);
-  expect(watched.requests.filter((url) => !url.startsWith(`${origin}/`) && !url.startsWith('data:'))).toEqual(
-    [],
-  );
-  expect(await watched.violations()).toEqual([]);
-  expect(watched.consoleErrors.filter((text) => !allowed.some((pattern) => pattern.test(text)))).toEqual([]);
-}
 
 async function openOperator(
   on: Server = server,

@@ -2,19 +2,13 @@
 // the session) is atomic on every replica: the DELETE … RETURNING of a code succeeds for one of two
 // concurrent exchanges only.
 import { and, eq, gt, lte, sql } from 'drizzle-orm';
-import type { SessionStore, StoredSession } from '../../sessions/store';
+import type { SessionStore } from '../../sessions/store';
+import { storedSessionOf } from '../session-rows';
 import type { PostgresDb } from './open';
 import { consoleSessions } from './schema';
 import { unavailableOr } from './unavailable';
 
 export function createPostgresSessionStore(db: PostgresDb): SessionStore {
-  const stored = (row: typeof consoleSessions.$inferSelect): StoredSession => ({
-    userId: row.userId,
-    level: row.level,
-    by: row.by,
-    sessionSeconds: row.sessionSeconds,
-    expiresAt: row.expiresAt,
-  });
   const write = <T>(work: (tx: Parameters<Parameters<PostgresDb['transaction']>[0]>[0]) => Promise<T>) =>
     db
       .transaction(async (tx) => {
@@ -38,7 +32,7 @@ export function createPostgresSessionStore(db: PostgresDb): SessionStore {
           .where(and(eq(consoleSessions.tokenHash, codeHash), eq(consoleSessions.kind, 'code')))
           .returning();
         if (code === undefined || code.expiresAt <= now) return undefined;
-        const session = { ...stored(code), expiresAt: now + code.sessionSeconds * 1000 };
+        const session = { ...storedSessionOf(code), expiresAt: now + code.sessionSeconds * 1000 };
         await tx.insert(consoleSessions).values({ tokenHash: sessionHash, kind: 'session', ...session });
         return session;
       });
@@ -56,7 +50,7 @@ export function createPostgresSessionStore(db: PostgresDb): SessionStore {
           ),
         )
         .catch(unavailableOr);
-      return row === undefined ? undefined : stored(row);
+      return row === undefined ? undefined : storedSessionOf(row);
     },
 
     async deleteSession(sessionHash) {

@@ -1,7 +1,8 @@
 // The SessionStore on SQLite: reads are prepared statements; writes go through the key store's group
 // commit, so an exchange (take the code, store the session) is one transaction.
 import { and, eq, gt, lte, sql } from 'drizzle-orm';
-import type { SessionStore, StoredSession } from '../../sessions/store';
+import type { SessionStore } from '../../sessions/store';
+import { storedSessionOf } from '../session-rows';
 import type { Db } from './open';
 import { consoleSessions } from './schema';
 import { type SqliteApiKeyStore, unavailableOr } from './store';
@@ -18,13 +19,6 @@ export function createSqliteSessionStore(db: Db, write: SqliteApiKeyStore['write
       ),
     )
     .prepare();
-  const stored = (row: typeof consoleSessions.$inferSelect): StoredSession => ({
-    userId: row.userId,
-    level: row.level,
-    by: row.by,
-    sessionSeconds: row.sessionSeconds,
-    expiresAt: row.expiresAt,
-  });
 
   return {
     insertCode(codeHash, grant, expiresAt, now) {
@@ -44,7 +38,7 @@ export function createSqliteSessionStore(db: Db, write: SqliteApiKeyStore['write
           .returning()
           .all();
         if (code === undefined || code.expiresAt <= now) return undefined;
-        const session = { ...stored(code), expiresAt: now + code.sessionSeconds * 1000 };
+        const session = { ...storedSessionOf(code), expiresAt: now + code.sessionSeconds * 1000 };
         db.insert(consoleSessions)
           .values({ tokenHash: sessionHash, kind: 'session', ...session })
           .run();
@@ -55,7 +49,7 @@ export function createSqliteSessionStore(db: Db, write: SqliteApiKeyStore['write
     async findSession(sessionHash, now) {
       try {
         const row = sessionOf.get({ hash: sessionHash, now });
-        return row === undefined ? undefined : stored(row);
+        return row === undefined ? undefined : storedSessionOf(row);
       } catch (error) {
         unavailableOr(error);
       }
