@@ -209,3 +209,21 @@ export async function expectText(
     await Bun.sleep(50);
   }
 }
+
+/**
+ * The controls on the page that have no accessible name: a button without text or aria-label, a
+ * field without a label or aria-label (what a screen reader would announce as just "button").
+ */
+export function unnamedControls(page: Page): Promise<string[]> {
+  return page.evaluate<string[]>(`
+    [...document.querySelectorAll('button, input, select, textarea, a[href]')]
+      .filter((element) => element.type !== 'hidden')
+      .filter((element) => {
+        const label = element.getAttribute('aria-label') || element.getAttribute('aria-labelledby');
+        if (label) return false;
+        if (element.tagName === 'BUTTON' || element.tagName === 'A') return element.textContent.trim() === '';
+        return element.labels === null || element.labels.length === 0;
+      })
+      .map((element) => element.outerHTML.slice(0, 120))
+  `);
+}

@@ -11,6 +11,7 @@ import {
   REFUSED,
   type Server,
   startServer,
+  unnamedControls,
   type Watched,
   watchedPage,
 } from './browser';
@@ -309,6 +310,24 @@ describe("the customer's keys", () => {
     await expectClean(watched, server.base);
     await watched.close();
   }, 60_000);
+
+  it('names every control (buttons, fields) for assistive technology, dialogs included', async () => {
+    await server.createKey(59, { name: 'named', level: 0, expiresIn: 3600 });
+    const watched = await openConsole(59);
+    const { page } = watched;
+    await page.getByRole('rowheader', { name: 'named' }).waitFor();
+    expect(await unnamedControls(page)).toEqual([]);
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page.getByRole('dialog', { name: 'Create a key' }).getByLabel('Rate limit').check();
+    await page.getByRole('dialog', { name: 'Create a key' }).getByLabel('Credits').check();
+    expect(await unnamedControls(page)).toEqual([]);
+    await page.keyboard.press('Escape');
+    await page.getByRole('button', { name: 'Usage of named' }).click();
+    await page.getByRole('dialog', { name: 'Usage of “named”' }).waitFor();
+    expect(await unnamedControls(page)).toEqual([]);
+    await expectClean(watched, server.base);
+    await watched.close();
+  });
 
   it('logs out: the session ends and the page says so', async () => {
     const watched = await openConsole(58);

@@ -10,6 +10,7 @@ import {
   REFUSED,
   type Server,
   startServer,
+  unnamedControls,
   type Watched,
   watchedPage,
 } from './browser';
@@ -83,6 +84,7 @@ describe("the operator's console", () => {
     expect(server.log()).toContain('"msg":"apikey.rotated"');
     expect(server.log()).toMatch(/"msg":"apikey\.rotated"[^\n]*"by":"admin:ops"/);
 
+    expect(await unnamedControls(page)).toEqual([]);
     // The user's usage, by hour and by day.
     const usage = page.getByRole('region', { name: 'Usage of user 60' });
     await expectText({ textContent: () => usage.getByRole('img').getAttribute('aria-label') }, /by hour$/);
