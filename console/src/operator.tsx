@@ -199,12 +199,11 @@ type Policy = {
 function UserView({ userId, rules }: { userId: number; rules: Rules }) {
   const [revoking, setRevoking] = useState(false);
   const [generation, setGeneration] = useState(0);
-  // The operator may grant any level and any permission (§21); the server says so on refusal.
-  const operatorRules: Rules = { ...rules, maxLevel: 8, permissions: null };
+  // The operator session's rules, as the server gave them: any level, any permission (§20, §21).
   return (
     <div class="user" key={generation}>
       <h2 class="user-heading">User {userId}</h2>
-      <KeysPanel routes={actingFor(userId)} rules={operatorRules} heading={`Keys of user ${userId}`} />
+      <KeysPanel routes={actingFor(userId)} rules={rules} heading={`Keys of user ${userId}`} />
       <PolicyEditor userId={userId} />
       <section class="panel" aria-labelledby="user-usage-heading">
         <h2 id="user-usage-heading">Usage of user {userId}</h2>

@@ -352,6 +352,8 @@ describe("a user's session acts as a token of that user", () => {
     );
     expect((await k.req('GET', '/console/api/apikeys/session', { headers: operator.read })).status).toBe(403);
     expect(operator.opened.json.session).toMatchObject({ kind: 'operator', userId: null, by: 'admin:ops' });
+    // What the operator's page offers comes from here too: any level, any permission.
+    expect(operator.opened.json.rules).toMatchObject({ maxLevel: 8, permissions: null });
   });
 });
 
