@@ -118,6 +118,18 @@ export async function startServer(env: Record<string, string> = {}) {
       if (answer.status !== 201) throw new Error(`create: ${answer.status} ${JSON.stringify(answer.json)}`);
       return answer.json.apikey as { key: string; secret: string; name: string };
     },
+    /** Waits until the key's usage (written every USAGE_FLUSH_SECONDS) counts `valid` and `denied`. */
+    async usageWritten(sub: number, key: string, counts: { valid: number; denied?: number }) {
+      const headers = { authorization: `Bearer ${await token(sub)}` };
+      for (const deadline = Date.now() + 15_000; Date.now() < deadline; await Bun.sleep(100)) {
+        const answer = await api('GET', `/apikeys/${key}/usage/jwt`, headers);
+        const usage = (answer.json?.usage ?? []) as Array<{ valid: number; denied: number }>;
+        const valid = usage.reduce((sum, bucket) => sum + bucket.valid, 0);
+        const denied = usage.reduce((sum, bucket) => sum + bucket.denied, 0);
+        if (valid === counts.valid && denied === (counts.denied ?? 0)) return;
+      }
+      throw new Error(`the usage of ${key} was not written within 15 s`);
+    },
     async verify(key: string, secret: string) {
       return (await api('POST', '/apikeys/verify', {}, { key, secret })).json as {
         valid: boolean;

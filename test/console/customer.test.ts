@@ -163,7 +163,7 @@ describe("the customer's keys", () => {
     expect(await server.verify(key, secret)).toMatchObject({ valid: true });
 
     // Usage by hour and by day (the binary writes usage every second).
-    await Bun.sleep(1500);
+    await server.usageWritten(51, key, { valid: 2, denied: 1 });
     await page.getByRole('button', { name: 'Usage of billing-eu' }).click();
     const usage = page.getByRole('dialog', { name: 'Usage of “billing-eu”' });
     await expectText(

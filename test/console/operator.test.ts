@@ -226,7 +226,7 @@ describe.skipIf(NEEDS_OPERATOR_LOOKUPS)("the operator's lookups (§27)", () => {
   it('shows the overview: keys alive, created, verifications by code, top keys and users', async () => {
     const key = await server.createKey(72, { name: 'busy', level: 0, expiresIn: 3600 });
     await server.verify(key.key, key.secret);
-    await Bun.sleep(1500);
+    await server.usageWritten(72, key.key, { valid: 1 });
     const watched = await openOperator();
     const { page } = watched;
     await page.getByRole('button', { name: 'Overview' }).click();

@@ -36,7 +36,7 @@ beforeAll(async () => {
   const disabled = await server.createKey(USER, { name: 'old integration', level: 1, expiresIn: 2_592_000 });
   await server.api('PATCH', `/apikeys/${disabled.key}/jwt`, user, { enabled: false });
   await server.createKey(USER, { name: 'ci', level: 0, expiresIn: 172_800, meta: { team: 'platform' } });
-  await Bun.sleep(1200); // the usage flush (USAGE_FLUSH_SECONDS=1)
+  await server.usageWritten(USER, production.key, { valid: 5 });
 }, 180_000);
 afterAll(async () => {
   await server?.stop();
