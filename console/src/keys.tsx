@@ -2,7 +2,7 @@
 // rotate, disable and enable, rename and edit meta, delete, usage. The same screen serves the user's
 // own page and the operator acting for a user; what it offers (levels, permissions, expiry) comes
 // from the server's rules, and every refusal shows keygate's sentence.
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { type Bucket, type CreatedKey, call, type Key, type KeyRoutes, type Rules } from './api';
 import { Sparkline, UsageChart } from './charts';
 import { day, maskKey, seconds, statusOf, when } from './format';
@@ -40,6 +40,9 @@ export function KeysPanel({ routes, rules, heading }: { routes: KeyRoutes; rules
   const send = <T,>(method: string, rest: string, body?: unknown) =>
     call<T>(method, path(rest), body, routes.headers);
   const reload = () => setVersion((value) => value + 1);
+  const createButton = useRef<HTMLButtonElement>(null);
+  // After a delete the focused row is gone: the focus goes to "Create key", not to the page's start.
+  const refocus = useRef(false);
 
   useEffect(() => {
     let live = true;
@@ -48,6 +51,10 @@ export function KeysPanel({ routes, rules, heading }: { routes: KeyRoutes; rules
       async (loaded) => {
         if (!live) return;
         setPage(loaded);
+        if (refocus.current) {
+          refocus.current = false;
+          requestAnimationFrame(() => createButton.current?.focus());
+        }
         setFailed(undefined);
         await eachLimited(loaded.apikeys, 6, async (key) => {
           const usage = await call<{ usage: Bucket[] }>(
@@ -76,7 +83,12 @@ export function KeysPanel({ routes, rules, heading }: { routes: KeyRoutes; rules
     <section aria-labelledby="keys-heading" class="panel">
       <div class="panel-head">
         <h2 id="keys-heading">{heading}</h2>
-        <button type="button" class="primary" onClick={() => setAction({ kind: 'create' })}>
+        <button
+          type="button"
+          class="primary"
+          ref={createButton}
+          onClick={() => setAction({ kind: 'create' })}
+        >
           Create key
         </button>
       </div>
@@ -247,6 +259,7 @@ export function KeysPanel({ routes, rules, heading }: { routes: KeyRoutes; rules
           onClose={() => setAction(undefined)}
           remove={() => send('DELETE', `/${action.key.key}`)}
           onDeleted={() => {
+            refocus.current = true;
             setAction(undefined);
             reload();
           }}

@@ -197,6 +197,10 @@ describe("the customer's keys", () => {
       .getByRole('button', { name: 'Delete key' })
       .click();
     await row(watched, newKey).waitFor({ state: 'detached' });
+    await expectText(
+      { textContent: () => page.evaluate<string>('document.activeElement.textContent') },
+      'Create key',
+    );
     expect(await server.verify(newKey, newSecret)).toMatchObject({ valid: false });
     await expectText(page.getByTestId('notice'), 'Key “billing-eu” deleted.');
     await expectClean(watched, server.base);
