@@ -22,7 +22,10 @@ WORKDIR /src
 
 # Dependencies first, so editing the sources does not re-run the install. --production skips the
 # devDependencies (biome, drizzle-kit, types, fast-check): `bun build` needs only the runtime ones.
+# console/ is a workspace of its own (the web console's front-end, with Preact): its package.json is
+# part of the lockfile.
 COPY package.json bun.lock ./
+COPY console/package.json ./console/package.json
 RUN bun install --frozen-lockfile --production
 
 # Then the sources. drizzle/ is read at build time by src/db/migrations.macro.ts and embedded in the
@@ -30,6 +33,9 @@ RUN bun install --frozen-lockfile --production
 COPY tsconfig.json drizzle.config.ts ./
 COPY drizzle ./drizzle
 COPY src ./src
+# The console's front-end, bundled into the binary by src/sessions/console-bundle.macro.ts.
+COPY console/tsconfig.json ./console/tsconfig.json
+COPY console/src ./console/src
 COPY scripts/ci/build.ts ./scripts/ci/build.ts
 # The build context has no .git: the commit that --version reports comes in as a build arg.
 ARG REVISION=""

@@ -14,7 +14,7 @@ import type { ApiKeyService } from './apikeys/service';
 import { type ApiKeyStore, StoreUnavailableError } from './apikeys/store';
 import type { JwtAuthority } from './auth/jwt';
 import { jwtAuth } from './auth/schemes';
-import type { SubjectStore } from './auth/subjects';
+import type { SubjectStore, UserIdMode } from './auth/subjects';
 import type { TokenUsers } from './auth/token-users';
 import type { LeakAction } from './config';
 import type { Clock } from './core/clock';
@@ -36,6 +36,11 @@ import {
 } from './leaks/routes';
 import { createLeakService, type OnLeak } from './leaks/service';
 import type { PolicyService } from './policies/service';
+import { type ConsolePageOptions, consoleSecurityHeaders } from './sessions/console-page';
+import { consoleRoutes } from './sessions/console-routes';
+import { sessionLinkRoutes } from './sessions/link-routes';
+import type { SessionService } from './sessions/service';
+import { operatorActingForUserAuth, operatorSessionAuth, userSessionAuth } from './sessions/session-auth';
 import type { UsageRecorder } from './usage/counter';
 import { usageRoutes } from './usage/routes';
 import type { UsageService } from './usage/service';
@@ -91,6 +96,10 @@ export type AppDeps = {
     /** With GITHUB_SECRET_SCANNING=on: the keys that sign GitHub's alerts (else no /leaks/github). */
     github?: GithubKeySet;
   };
+  /** The console's sessions (revoke-all ends them). */
+  sessions: SessionService;
+  /** The console and its session routes; undefined (CONSOLE=off): every console path 404. */
+  console?: { page: ConsolePageOptions; publicUrl: string | undefined; userIds: UserIdMode };
 };
 
 export function createApp({
@@ -114,6 +123,8 @@ export function createApp({
   recordRouteTemplates = false,
   keyEvents,
   leaks,
+  sessions,
+  console: consoleOptions,
 }: AppDeps) {
   const routes = { service, maxExpiresInSeconds, events: allKeyEvents(createAuditLog(logger), keyEvents) };
   const unavailable = createUnavailableLog(logger, clock);
@@ -148,6 +159,24 @@ export function createApp({
     events: routes.events,
     onLeak: leaks.onLeak,
   });
+  const admin = createAdminService({
+    apikeys: service,
+    store,
+    usage,
+    subjects: mappedSubjects,
+    lookups,
+    policyOf: policies.policyOf,
+    sessions,
+    clock,
+  });
+  const adminOptions = {
+    admin,
+    policies,
+    events: routes.events,
+    audit: createAdminAudit(logger),
+    maxExpiresInSeconds,
+    clock,
+  };
   // strictPath: the contract lists exact paths and answers 404 for every other, `/apikeys/jwt/` included.
   const app = new Elysia({ prefix: basePath, normalize: false, strictPath: true });
   // Built from every route of `app` on first request, so routes added below are all in it.
@@ -159,6 +188,7 @@ export function createApp({
       { name: 'Verification', description: 'Verify a credential, or forward-auth for a reverse proxy.' },
       { name: 'Operations', description: 'Health.' },
       { name: 'Leaks', description: "Leaked secrets reported by GitHub's secret scanning." },
+      { name: 'Console', description: 'One-time links to the web console (CONSOLE=on).' },
       {
         name: 'Operator',
         description:
@@ -216,31 +246,50 @@ export function createApp({
     .use(apiKeyRoutes({ ...routes, suffix: 'key', auth: keyScheme }))
     .use(usageRoutes({ suffix: 'jwt', auth: jwtAuth(tokens), apikeys: service, usage, clock }))
     .use(usageRoutes({ suffix: 'key', auth: keyScheme, apikeys: service, usage, clock }))
-    .use(
-      adminRoutes({
-        auth: operatorScheme,
-        admin: createAdminService({
-          apikeys: service,
-          store,
-          usage,
-          subjects: mappedSubjects,
-          lookups,
-          policyOf: policies.policyOf,
-          clock,
-        }),
-        policies,
-        events: routes.events,
-        audit: createAdminAudit(logger),
-        maxExpiresInSeconds,
-        clock,
-      }),
-    )
+    .use(adminRoutes({ ...adminOptions, auth: operatorScheme }))
     .use(adminLeakRoutes({ auth: operatorScheme, leaks: leakService }))
     // Off: an unknown path, as any other.
     .use(leaks.github ? githubAlertRoutes({ keys: leaks.github, leaks: leakService }) : new Elysia())
     // In Elysia for the document (and for any caller without the edge); the edge answers them first.
     .use(verifyRoutes(verify))
     .use(forwardAuthRoutes(forwardAuth));
+  if (consoleOptions !== undefined) {
+    const { publicUrl } = consoleOptions;
+    const userSession = userSessionAuth({ sessions, publicUrl });
+    const operatorActingFor = operatorActingForUserAuth({ sessions, publicUrl });
+    app.use(sessionLinkRoutes({ tokenAuth: jwtAuth(tokens), operatorScheme, sessions, logger })).use(
+      consoleRoutes({
+        sessions,
+        policies,
+        page: consoleOptions.page,
+        publicUrl,
+        basePath,
+        maxExpiresInSeconds,
+        userIds: consoleOptions.userIds,
+        // The same route builders and services as the API's, behind the session cookie.
+        api: [
+          apiKeyRoutes({ ...routes, suffix: 'session', auth: userSession }),
+          usageRoutes({ suffix: 'session', auth: userSession, apikeys: service, usage, clock }),
+          adminRoutes({ ...adminOptions, auth: operatorSessionAuth({ sessions, publicUrl }) }),
+        ],
+        // The operator acting for one user, through the owner's routes (rotate has no /admin route).
+        operatorApi: [
+          apiKeyRoutes({ ...routes, suffix: 'session', auth: operatorActingFor }),
+          usageRoutes({ suffix: 'session', auth: operatorActingFor, apikeys: service, usage, clock }),
+        ],
+      }),
+    );
+  }
+  const consolePrefix = `${basePath}/console`;
+  const consoleHeaders = consoleOptions && consoleSecurityHeaders(consoleOptions.page.frameAncestors);
+  /** Every console answer, errors included, carries the console's CSP and its other headers. */
+  const withConsoleHeaders = (request: Request, response: Response): Response => {
+    if (consoleHeaders === undefined) return response;
+    const { pathname } = new URL(request.url);
+    if (pathname !== consolePrefix && !pathname.startsWith(`${consolePrefix}/`)) return response;
+    for (const [name, value] of Object.entries(consoleHeaders)) response.headers.set(name, value);
+    return response;
+  };
 
   const verifyRoute: DirectRoute = { template: VERIFY_PATH, readsBody: true, answer: verify };
   const forwardAuthRoute: DirectRoute = {
@@ -254,7 +303,10 @@ export function createApp({
   const forwardAuthPath = `${basePath}${FORWARD_AUTH_PATH}`;
   return {
     /** Every request but the direct routes'. */
-    fetch: (request: Request) => app.fetch(request),
+    fetch:
+      consoleHeaders === undefined
+        ? (request: Request) => app.fetch(request)
+        : async (request: Request) => withConsoleHeaders(request, await app.fetch(request)),
     /** The verification routes, answered by the edge without Elysia: the paths Elysia would match. */
     directRoute(method: string, path: string): DirectRoute | undefined {
       if (path === verifyPath) return method === 'POST' ? verifyRoute : undefined;

@@ -95,6 +95,18 @@ export type Config = Readonly<{
   githubSecretScanningKeysUrl: string;
   /** What a leaked secret's key gets. */
   leakAction: LeakAction;
+  /** The console: off, every console path (and the session routes) answers 404. */
+  console: boolean;
+  /** How long a console session lasts unless its link asked otherwise. */
+  consoleSessionSeconds: number;
+  /** The origin browsers reach keygate at (no path): links become absolute, Origin is checked against it. */
+  publicUrl: string | undefined;
+  /** The console's CSP frame-ancestors: who may frame it. */
+  consoleFrameAncestors: string;
+  /** The console's title, shown in its pages. */
+  consoleTitle: string;
+  /** The console's accent colour (a CSS colour). */
+  consoleAccent: string;
 }>;
 
 export const LEAK_ACTIONS = ['disable', 'delete', 'notify'] as const;
@@ -216,6 +228,25 @@ export const SETTINGS = {
   LEAK_ACTION: {
     default: 'disable',
     help: "what a leaked secret's key gets: disable, delete or notify (the event and audit line only)",
+  },
+  CONSOLE: { default: 'on', help: 'the web console and its session routes: on or off (off: every path 404)' },
+  CONSOLE_SESSION_SECONDS: {
+    default: '3600',
+    help: 'seconds a console session lasts when its link does not say (60 to 86400)',
+  },
+  PUBLIC_URL: {
+    default: undefined,
+    help: 'the origin browsers reach keygate at, e.g. https://keys.example.com: console links become absolute and console changes must come from it',
+    defaultMeans: 'links are paths; changes must come from the request’s own Host',
+  },
+  CONSOLE_FRAME_ANCESTORS: {
+    default: "'none'",
+    help: "who may frame the console: a CSP frame-ancestors source list, e.g. 'self' https://app.example.com",
+  },
+  CONSOLE_TITLE: { default: 'keygate', help: 'the console’s title, shown on its pages (1 to 80 characters)' },
+  CONSOLE_ACCENT: {
+    default: '#2563eb',
+    help: 'the console’s accent colour: a CSS colour (#hex, rgb(), hsl() or a name)',
   },
 } as const satisfies Record<string, SettingSpec>;
 
@@ -351,7 +382,88 @@ function buildConfig(
       raw('GITHUB_SECRET_SCANNING_KEYS_URL') ?? '',
     ),
     leakAction: leakAction(raw('LEAK_ACTION') ?? 'disable'),
+    console: onOff('CONSOLE', raw('CONSOLE') ?? 'on'),
+    consoleSessionSeconds: integer('CONSOLE_SESSION_SECONDS', raw('CONSOLE_SESSION_SECONDS'), 60, 86_400),
+    publicUrl: publicUrl(raw('PUBLIC_URL')),
+    consoleFrameAncestors: frameAncestors(raw('CONSOLE_FRAME_ANCESTORS') ?? "'none'"),
+    consoleTitle: consoleTitle(raw('CONSOLE_TITLE') ?? 'keygate'),
+    consoleAccent: cssColour(raw('CONSOLE_ACCENT') ?? '#2563eb'),
   });
+}
+
+function onOff(name: SettingName, value: string): boolean {
+  if (value !== 'on' && value !== 'off')
+    throw new ConfigError(`${name} must be on or off (got "${value.slice(0, 40)}").`);
+  return value === 'on';
+}
+
+/** An http(s) origin: scheme, host and port, no path, query or fragment (a trailing / is dropped). */
+function publicUrl(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (
+    url === undefined ||
+    (url.protocol !== 'https:' && url.protocol !== 'http:') ||
+    url.pathname !== '/' ||
+    url.search !== '' ||
+    url.hash !== '' ||
+    url.username !== '' ||
+    url.password !== '' ||
+    /[?#]/.test(value)
+  ) {
+    throw new ConfigError(
+      `PUBLIC_URL must be an http(s) origin without a path, e.g. https://keys.example.com (got "${value.slice(0, 200)}").`,
+    );
+  }
+  return url.origin;
+}
+
+/** One CSP source expression of frame-ancestors (CSP3): 'none' (alone), 'self', a scheme or a host source. */
+const FRAME_SOURCE =
+  /^(?:'self'|[a-z][a-z0-9+.-]*:|(?:[a-z][a-z0-9+.-]*:\/\/)?(?:\*|(?:\*\.)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)(?::(?:[0-9]{1,5}|\*))?(?:\/[A-Za-z0-9._~!$&'()*+=:@%/-]*)?)$/;
+
+function frameAncestors(value: string): string {
+  const sources = value.trim().split(/[ \t]+/);
+  const fine =
+    value.trim() === "'none'" ||
+    (sources.length <= 32 && sources.every((source) => FRAME_SOURCE.test(source)));
+  if (!fine) {
+    throw new ConfigError(
+      `CONSOLE_FRAME_ANCESTORS must be 'none' or a space-separated list of CSP sources such as 'self' https://app.example.com (got "${value.slice(0, 200)}").`,
+    );
+  }
+  return sources.join(' ');
+}
+
+function consoleTitle(value: string): string {
+  const characters = [...value];
+  if (characters.length > 80 || value.trim() === '' || /[\p{Cc}]/u.test(value)) {
+    throw new ConfigError(
+      `CONSOLE_TITLE must be 1 to 80 characters without control characters (got "${value.slice(0, 40)}").`,
+    );
+  }
+  return value;
+}
+
+/**
+ * A CSS colour: #rgb, #rgba, #rrggbb, #rrggbbaa, a colour function of numbers (rgb(), hsl(), oklch()…)
+ * or a name. Nothing that could close the declaration it is put in (no ; { } < > quotes or backslash).
+ */
+const CSS_COLOUR =
+  /^(?:#(?:[0-9a-fA-F]{3,4}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})|[a-zA-Z]{3,30}|(?:rgba?|hsla?|hwb|lab|lch|oklab|oklch)\([0-9a-z.,%\s/+-]{1,80}\))$/;
+
+function cssColour(value: string): string {
+  if (!CSS_COLOUR.test(value.trim())) {
+    throw new ConfigError(
+      `CONSOLE_ACCENT must be a CSS colour such as #2563eb, rgb(37 99 235) or teal (got "${value.slice(0, 40)}").`,
+    );
+  }
+  return value.trim();
 }
 
 function trustedProxies(value: string): AddressList {

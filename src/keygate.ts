@@ -20,6 +20,7 @@ import { createPostgresLookupStore } from './db/postgres/lookups';
 import { appliedPostgresMigrationCount, openPostgres } from './db/postgres/open';
 import { createPostgresPolicyStore } from './db/postgres/policies';
 import { createPostgresRateLimiter } from './db/postgres/rate-limits';
+import { createPostgresSessionStore } from './db/postgres/sessions';
 import { createPostgresApiKeyStore } from './db/postgres/store';
 import { createPostgresSubjectStore } from './db/postgres/subjects';
 import { createPostgresUsageStore } from './db/postgres/usage-store';
@@ -27,6 +28,7 @@ import { type CommitBatch, GroupCommitWriter } from './db/sqlite/group-commit';
 import { createSqliteLookupStore } from './db/sqlite/lookups';
 import { appliedMigrationCount, openDatabase } from './db/sqlite/open';
 import { createSqlitePolicyStore } from './db/sqlite/policies';
+import { createSqliteSessionStore } from './db/sqlite/sessions';
 import { createSqliteApiKeyStore } from './db/sqlite/store';
 import { createSqliteSubjectStore } from './db/sqlite/subjects';
 import { createSqliteUsageStore } from './db/sqlite/usage-store';
@@ -40,6 +42,8 @@ import { clientAddressOf } from './network/client-address';
 import { createPolicyCache } from './policies/cache';
 import { createPolicyService } from './policies/service';
 import type { PolicyStore } from './policies/store';
+import { createSessionService } from './sessions/service';
+import type { SessionStore } from './sessions/store';
 import { createUsageCounter } from './usage/counter';
 import { createUsageFlusher, type FlushTimer, intervalTimer } from './usage/flusher';
 import { createUsageService } from './usage/service';
@@ -60,6 +64,8 @@ export type OpenedStore = {
   policies: PolicyStore;
   /** The operator's queries across every user. */
   lookups: LookupStore;
+  /** The console's one-time codes and sessions (on SQLite, through the same writer). */
+  sessions: SessionStore;
   /** The SQLite file's absolute path (or `:memory:`), or the PostgreSQL URL without its password. */
   database: string;
   /** How many migrations the database has applied. */
@@ -103,6 +109,7 @@ export async function openStore(
       usage: createPostgresUsageStore(db, { onWrite }),
       policies: await createPostgresPolicyStore(db, { listen: serving }),
       lookups: createPostgresLookupStore(db),
+      sessions: createPostgresSessionStore(db),
       database: database.redacted,
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       client: { engine: 'postgres', sql: db.$client },
@@ -123,6 +130,7 @@ export async function openStore(
     usage: createSqliteUsageStore(db, groupCommit),
     policies: createSqlitePolicyStore(db, store.write),
     lookups: createSqliteLookupStore(db),
+    sessions: createSqliteSessionStore(db, store.write),
     database: database.path,
     appliedMigrations: async () => appliedMigrationCount(db),
     client: { engine: 'sqlite', sqlite: db.$client },
@@ -239,6 +247,12 @@ export async function createKeygate(
   // Pairs and ids never change once given: remembered in memory, each direction bounded.
   const subjects = config.jwtUserIds === 'mapped' ? cachedSubjects(opened.subjects) : undefined;
   const tokens = createTokenUsers({ jwt, mode: config.jwtUserIds, subjects });
+  const sessions = createSessionService({
+    store: opened.sessions,
+    clock,
+    defaultSessionSeconds: config.consoleSessionSeconds,
+    consolePath: consolePathOf(config),
+  });
   // Forward-auth's route rules: those read at start, replaced on SIGHUP by a file that reads well.
   let rules: readonly ForwardAuthRule[] = config.forwardAuthRules?.rules ?? [];
   const app = createApp({
@@ -290,6 +304,18 @@ export async function createKeygate(
         ? createGithubKeySet({ url: config.githubSecretScanningKeysUrl, clock })
         : undefined,
     },
+    sessions,
+    console: config.console
+      ? {
+          page: {
+            title: config.consoleTitle,
+            accent: config.consoleAccent,
+            frameAncestors: config.consoleFrameAncestors,
+          },
+          publicUrl: config.publicUrl,
+          userIds: config.jwtUserIds,
+        }
+      : undefined,
   });
   const handle = withHttpEdge(app.fetch, logger, {
     directRoute: app.directRoute,
@@ -312,6 +338,8 @@ export async function createKeygate(
     service,
     /** The operator's user policies; `policies.policyOf(userId)` answers at once when known. */
     policies,
+    /** The console's links and sessions. */
+    sessions,
     jwt,
     handle,
     metrics,
@@ -340,6 +368,11 @@ export async function createKeygate(
       await store.close();
     },
   };
+}
+
+/** Where console links point: PUBLIC_URL (when set, so the link is absolute) + BASE_PATH + /console. */
+export function consolePathOf(config: Pick<Config, 'publicUrl' | 'basePath'>): string {
+  return `${config.publicUrl ?? ''}${config.basePath}/console`;
 }
 
 /** The database holds keys whose user ids mean something else under the mode asked for. */

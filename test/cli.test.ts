@@ -41,7 +41,7 @@ describe('usage mistakes (exit 2, named plainly)', () => {
     ],
     [
       ['frobnicate'],
-      'keygate: unknown command "frobnicate"; the commands are serve, token, purge, migrate, backup, healthcheck, config (see keygate --help).\n',
+      'keygate: unknown command "frobnicate"; the commands are serve, token, console-link, purge, migrate, backup, healthcheck, config (see keygate --help).\n',
     ],
     [['token', '--sub'], 'keygate: --sub needs a value, as in --sub VALUE or --sub=VALUE.\n'],
     [['token', '--sub', '--level', '3'], 'keygate: --sub needs a value, as in --sub VALUE or --sub=VALUE.\n'],

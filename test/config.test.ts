@@ -57,6 +57,12 @@ describe('loadConfig', () => {
       githubSecretScanning: false,
       githubSecretScanningKeysUrl: 'https://api.github.com/meta/public_keys/secret_scanning',
       leakAction: 'disable',
+      console: true,
+      consoleSessionSeconds: 3600,
+      publicUrl: undefined,
+      consoleFrameAncestors: "'none'",
+      consoleTitle: 'keygate',
+      consoleAccent: '#2563eb',
     });
   });
 
@@ -91,6 +97,37 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ LEAK_ACTION: 'revoke' })).toThrow(
       'LEAK_ACTION must be disable, delete or notify (got "revoke").',
     );
+  });
+
+  it('checks the console settings, one line each', () => {
+    const config = loadConfig({
+      CONSOLE: 'off',
+      CONSOLE_SESSION_SECONDS: '600',
+      PUBLIC_URL: 'https://keys.example.com/',
+      CONSOLE_FRAME_ANCESTORS: "'self' https://app.example.com",
+      CONSOLE_TITLE: 'Acme <keys>',
+      CONSOLE_ACCENT: 'rgb(10 20 30)',
+    });
+    expect(config).toMatchObject({
+      console: false,
+      consoleSessionSeconds: 600,
+      publicUrl: 'https://keys.example.com',
+      consoleFrameAncestors: "'self' https://app.example.com",
+      consoleTitle: 'Acme <keys>',
+      consoleAccent: 'rgb(10 20 30)',
+    });
+    for (const [name, value, problem] of [
+      ['CONSOLE', 'yes', 'CONSOLE must be on or off'],
+      ['CONSOLE_SESSION_SECONDS', '59', 'CONSOLE_SESSION_SECONDS must be an integer from 60 to 86400'],
+      ['PUBLIC_URL', 'https://keys.example.com/console', 'PUBLIC_URL must be an http(s) origin'],
+      ['PUBLIC_URL', 'ftp://keys.example.com', 'PUBLIC_URL must be an http(s) origin'],
+      ['CONSOLE_FRAME_ANCESTORS', "'none'; script-src *", 'CONSOLE_FRAME_ANCESTORS must be'],
+      ['CONSOLE_TITLE', 'a\u0007b', 'CONSOLE_TITLE must be 1 to 80 characters'],
+      ['CONSOLE_ACCENT', 'red; } body { display: none', 'CONSOLE_ACCENT must be a CSS colour'],
+      ['CONSOLE_ACCENT', 'url(https://evil.example/x)', 'CONSOLE_ACCENT must be a CSS colour'],
+    ] as const) {
+      expect(() => loadConfig({ [name]: value }), `${name}=${value}`).toThrow(problem);
+    }
   });
 
   it('reads the environment, lets flags win, and treats empty as unset', () => {

@@ -12,6 +12,7 @@ import type { Clock } from '../core/clock';
 import { DomainError } from '../core/errors';
 import { MAX_LEVEL } from '../core/levels';
 import type { SyncOrAsync } from '../core/sync-or-async';
+import type { SessionService } from '../sessions/service';
 import { HOUR_MS } from '../usage/counter';
 import type { Granularity, UsageService } from '../usage/service';
 import type { LookupStore } from './lookup-store';
@@ -60,6 +61,7 @@ export function createAdminService({
   subjects,
   lookups,
   policyOf,
+  sessions,
   clock,
 }: {
   apikeys: ApiKeyService;
@@ -67,6 +69,8 @@ export function createAdminService({
   lookups: LookupStore;
   /** The operator's policy of a user, as key info shows it. */
   policyOf: (userId: number) => SyncOrAsync<StoredPolicy | undefined>;
+  /** The console's sessions: revoke-all ends the user's. */
+  sessions?: Pick<SessionService, 'endSessionsOfUser'>;
   /** With JWT_USER_IDS=mapped: the user ids given to (issuer, subject) pairs. */
   subjects: Pick<SubjectStore, 'findUserId'> | undefined;
   store: Pick<ApiKeyStore, 'deleteKeysOfUser'>;
@@ -98,9 +102,14 @@ export function createAdminService({
       return apikeys.revokeKey(await actingForOwnerOf(operator, id), id, signal);
     },
 
-    /** Every key of the user, in one transaction; resolves with how many were live. */
-    revokeAllKeys(userId: number, signal?: AbortSignal): Promise<number> {
-      return store.deleteKeysOfUser(userId, clock(), signal);
+    /**
+     * Every key of the user, in one transaction, then the user's console sessions (an account closed:
+     * nothing of it stays open); resolves with how many keys were live.
+     */
+    async revokeAllKeys(userId: number, signal?: AbortSignal): Promise<number> {
+      const deleted = await store.deleteKeysOfUser(userId, clock(), signal);
+      await sessions?.endSessionsOfUser(userId);
+      return deleted;
     },
 
     async keyUsage(id: string, query: UsageQuery) {

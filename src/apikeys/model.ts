@@ -300,6 +300,12 @@ export const KeySummary = t.Object({
   leakSource: t.Optional(
     t.String({ description: 'Who first reported it: github:<where>, or the source given to /admin/leaks.' }),
   ),
+  retiring: t.Optional(
+    t.Literal(true, {
+      description:
+        'Present while the key is in its grace period after a rotation: it verifies until expiresAt, but acts on no key.',
+    }),
+  ),
 });
 export type KeySummary = typeof KeySummary.static;
 

@@ -30,17 +30,21 @@ import { MAX_GRACE_PERIOD_SECONDS } from './service';
 import { type KeyMeta, META_MAX_BYTES } from './settings';
 
 export type ApiKeyRoutesOptions = {
-  /** `jwt` or `key`: the last path segment, naming the scheme. */
-  suffix: 'jwt' | 'key';
+  /** `jwt` or `key`: the last path segment, naming the scheme (`session`: the console's, under /console/api). */
+  suffix: 'jwt' | 'key' | 'session';
   auth: AuthScheme;
   service: ApiKeyService;
   events: KeyEvents;
   maxExpiresInSeconds: number;
 };
 
-const SCHEME_DOC: Record<'jwt' | 'key', { security: Record<string, string[]>[]; scheme: string }> = {
+const SCHEME_DOC: Record<
+  'jwt' | 'key' | 'session',
+  { security: Record<string, string[]>[]; scheme: string }
+> = {
   jwt: { security: [{ bearer: [] }], scheme: 'a JSON Web Token' },
   key: { security: [{ basic: [] }, { apiKey: [], apiSecret: [] }], scheme: 'an API key and its secret' },
+  session: { security: [], scheme: "the console's session cookie" },
 };
 
 const ID_PARAMS = t.Object({ id: t.String({ description: 'The `key` of the API key.' }) });
@@ -348,7 +352,8 @@ export function assertKeyId(id: string): void {
 }
 
 /** An absent or empty body means the defaults; anything else is read as JSON under the usual rules. */
-function readOptionalJsonBody(request: Request): Promise<unknown> {
+/** A JSON body that may be absent (no body, or Content-Length 0): then {}. */
+export function readOptionalJsonBody(request: Request): Promise<unknown> {
   const length = request.headers.get('content-length');
   if (length === '0' || (length === null && request.body === null)) return Promise.resolve({});
   return readJsonBody(request);

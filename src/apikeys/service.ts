@@ -413,6 +413,8 @@ export function summaryOf(row: ApiKeyRow, now: number, lastUsed: number | null):
     expiresAt: new Date(row.expiresAt).toISOString(),
     enabled,
     lastUsedAt: lastUsed === null ? null : new Date(lastUsed).toISOString(),
+    // Shown only while it is so, as the optional settings are: the console marks such keys.
+    ...(row.rotatedAt == null ? {} : { retiring: true as const }),
     ...settings,
     ...(row.leakedAt == null
       ? {}

@@ -2,7 +2,15 @@
 // (the help is made of them).
 import type { SettingName } from '../config';
 
-export type Command = 'serve' | 'token' | 'purge' | 'migrate' | 'backup' | 'healthcheck' | 'config';
+export type Command =
+  | 'serve'
+  | 'token'
+  | 'console-link'
+  | 'purge'
+  | 'migrate'
+  | 'backup'
+  | 'healthcheck'
+  | 'config';
 
 export type CommandSpec = {
   summary: string;
@@ -10,7 +18,7 @@ export type CommandSpec = {
   /** The one word it takes besides flags, if any (backup's FILE). */
   argument?: string;
   /** The command's own flags (beside the settings), with their help and default. */
-  options?: Record<string, { help: string; default?: string }>;
+  options?: Record<string, { help: string; default?: string; boolean?: true }>;
   /** The settings it reads, in the order shown; unset: every setting (serve, config). */
   settings?: readonly SettingName[];
   examples: string[];
@@ -59,6 +67,26 @@ export const COMMANDS: Record<Command, CommandSpec> = {
       'keygate token --sub 42 --level 3 --ttl 600 --database-url /var/lib/keygate/keygate.db',
       "JWT_USER_IDS=mapped keygate token --sub 'auth0|5f1b2c'",
       'keygate token --scope keygate:admin --sub ops',
+    ],
+  },
+  'console-link': {
+    summary: 'print a one-time link to the web console, for a user or for the operator',
+    usage:
+      'keygate console-link --user USER_ID | --operator [--session-seconds 60..86400] [--setting value ...]',
+    options: {
+      user: { help: "keygate's user id whose console the link opens, at level 8" },
+      operator: { help: "the operator's console instead (every user's keys)", boolean: true },
+      'session-seconds': {
+        help: 'how long the session lasts once opened',
+        default: 'CONSOLE_SESSION_SECONDS',
+      },
+    },
+    // The database the server uses, and what makes the link: where the console is and whether it is on.
+    settings: [...DATABASE_SETTINGS, 'CONSOLE', 'CONSOLE_SESSION_SECONDS', 'PUBLIC_URL', 'BASE_PATH'],
+    examples: [
+      'keygate console-link --operator --database-url /var/lib/keygate/keygate.db',
+      'keygate console-link --user 42 --session-seconds 900',
+      'PUBLIC_URL=https://keys.example.com keygate console-link --operator',
     ],
   },
   purge: {

@@ -1,9 +1,10 @@
-// argv → serve | token | purge | migrate | backup | healthcheck | config: the only place that exits.
+// argv → serve | token | console-link | purge | migrate | backup | healthcheck | config: the only place that exits.
 
 import { ConfigError, loadConfig } from '../config';
 import { systemClock } from '../core/clock';
 import { purgeExpiredKeys } from '../jobs/purge';
 import { backup } from './backup';
+import { consoleLink } from './console-link';
 import { existingDatabase, openForCommand } from './database';
 import { EXIT_USAGE, StartupError, UsageError } from './errors';
 import { healthcheck } from './healthcheck';
@@ -39,6 +40,9 @@ async function run(argv: string[]): Promise<number> {
       return runServer(config, { warnings: unknownSettingWarnings(process.env) });
     case 'token':
       return print(await mintToken(config, parsed.options));
+    case 'console-link':
+      existingDatabase(config, 'console-link');
+      return print(await consoleLink(config, parsed.options));
     case 'purge': {
       existingDatabase(config, 'purge');
       const { store } = await openForCommand(config);

@@ -33,7 +33,10 @@ export function parseCommandLine(argv: string[]): Parsed {
     ]),
   );
   const commandOptions = Object.fromEntries(
-    Object.keys(spec.options ?? {}).map((name) => [name, { type: 'string' as const }]),
+    Object.entries(spec.options ?? {}).map(([name, option]) => [
+      name,
+      { type: option.boolean ? ('boolean' as const) : ('string' as const) },
+    ]),
   );
   let values: Record<string, string | boolean | undefined>;
   let positionals: string[];
@@ -71,6 +74,8 @@ export function parseCommandLine(argv: string[]): Parsed {
   const settings: Partial<Record<SettingName, string>> = {};
   const options: Record<string, string> = {};
   for (const [name, value] of Object.entries(values)) {
+    // A command's own switch (console-link's --operator) is present or not.
+    if (value === true && spec.options?.[name]?.boolean) options[name] = 'true';
     if (typeof value !== 'string') continue;
     const setting = settingOfFlag(`--${name}`);
     if (setting) settings[setting] = value;

@@ -71,7 +71,7 @@ function mappableSubject(value: string | undefined, why: string): string {
   return value;
 }
 
-function wholeNumber(flag: string, value: string | undefined, min: number, max: number): number {
+export function wholeNumber(flag: string, value: string | undefined, min: number, max: number): number {
   if (value === undefined) throw new UsageError(`${flag} is required.`);
   const parsed = /^[0-9]+$/.test(value) ? Number(value) : Number.NaN;
   if (!(parsed >= min && parsed <= max))

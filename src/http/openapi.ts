@@ -70,6 +70,8 @@ export function finishDocument(
     // Paths are relative to the server entry, which carries BASE_PATH.
     const path =
       basePath !== '' && fullPath.startsWith(basePath) ? fullPath.slice(basePath.length) || '/' : fullPath;
+    // The console's own routes (its page and the API its page calls, by session cookie) are no API.
+    if (path.startsWith('/console/')) continue;
     const operations = item as Record<string, Operation>;
     for (const method of METHODS) {
       const operation = operations[method];

@@ -17,9 +17,13 @@ export const SPANS: Record<Granularity, { defaultMs: number; maxMs: number; rule
   day: { defaultMs: 30 * DAY_MS, maxMs: 366 * DAY_MS, rule: '366 days of days' },
 };
 
-const SCHEME_DOC: Record<'jwt' | 'key', { security: Record<string, string[]>[]; scheme: string }> = {
+const SCHEME_DOC: Record<
+  'jwt' | 'key' | 'session',
+  { security: Record<string, string[]>[]; scheme: string }
+> = {
   jwt: { security: [{ bearer: [] }], scheme: 'a JSON Web Token' },
   key: { security: [{ basic: [] }, { apiKey: [], apiSecret: [] }], scheme: 'an API key and its secret' },
+  session: { security: [], scheme: "the console's session cookie" },
 };
 
 export function usageRoutes({
@@ -29,7 +33,8 @@ export function usageRoutes({
   usage,
   clock,
 }: {
-  suffix: 'jwt' | 'key';
+  /** `session`: the console's, under /console/api. */
+  suffix: 'jwt' | 'key' | 'session';
   auth: AuthScheme;
   apikeys: Pick<ApiKeyService, 'getKey'>;
   usage: Pick<UsageService, 'history'>;

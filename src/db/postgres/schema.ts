@@ -181,3 +181,27 @@ export const userCredits = pgTable('user_credits', {
   refillIntervalMs: bigint('refill_interval_ms', { mode: 'number' }),
   refilledAt: bigint('refilled_at', { mode: 'number' }).notNull(),
 });
+
+/**
+ * The console's one-time codes (`kind` 'code', valid five minutes, taken once) and sessions (`kind`
+ * 'session'), each by the SHA-256 (hex) of its random token: the token itself is never stored.
+ * `userId` null is an operator session; `by` names who started it (audit lines); a code carries the
+ * `sessionSeconds` its session will last.
+ */
+export const consoleSessions = pgTable(
+  'console_sessions',
+  {
+    tokenHash: text('token_hash').primaryKey(),
+    kind: text('kind', { enum: ['code', 'session'] }).notNull(),
+    userId: bigint('user_id', { mode: 'number' }),
+    level: smallint('level').notNull(),
+    by: text('by').notNull(),
+    sessionSeconds: integer('session_seconds').notNull(),
+    expiresAt: bigint('expires_at', { mode: 'number' }).notNull(),
+  },
+  (table) => [
+    // Revoke-all ends a user's sessions; expired rows are removed in order.
+    index('console_sessions_user').on(table.userId),
+    index('console_sessions_expires').on(table.expiresAt),
+  ],
+);

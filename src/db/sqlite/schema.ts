@@ -165,3 +165,27 @@ export const userCredits = sqliteTable('user_credits', {
   refillIntervalMs: integer('refill_interval_ms'),
   refilledAt: integer('refilled_at').notNull(),
 });
+
+/**
+ * The console's one-time codes (`kind` 'code', valid five minutes, taken once) and sessions (`kind`
+ * 'session'), each by the SHA-256 of its random token: the token itself is never stored. `userId`
+ * null is an operator session; `by` names who started it (audit lines); a code carries the
+ * `sessionSeconds` its session will last.
+ */
+export const consoleSessions = sqliteTable(
+  'console_sessions',
+  {
+    tokenHash: text('token_hash').primaryKey(),
+    kind: text('kind', { enum: ['code', 'session'] }).notNull(),
+    userId: integer('user_id'),
+    level: integer('level').notNull(),
+    by: text('by').notNull(),
+    sessionSeconds: integer('session_seconds').notNull(),
+    expiresAt: integer('expires_at').notNull(),
+  },
+  (table) => [
+    // Revoke-all ends a user's sessions; expired rows are removed in order.
+    index('console_sessions_user').on(table.userId),
+    index('console_sessions_expires').on(table.expiresAt),
+  ],
+);
