@@ -62,6 +62,12 @@ export type CaseName =
   | "fairness: another user's create"
   | 'fairness baseline';
 
+/**
+ * With --baseline, these run on the baseline's build as well, beside this build's run in every round,
+ * with the same plain keys (no limit), on the empty database in the baseline's own schema.
+ */
+export const AB_CASES: CaseName[] = ['verify (key)', 'forward-auth (key)'];
+
 /** Their figures are another user's, beside a heavy load: the report gives them their own table. */
 export const FAIRNESS_CASES: CaseName[] = ["fairness: another user's create", 'fairness baseline'];
 

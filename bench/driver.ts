@@ -2,6 +2,7 @@
 // wrk pinned to the load's CPU, collects the figures and stops what it started (and only that).
 import { Database } from 'bun:sqlite';
 import {
+  chmodSync,
   closeSync,
   copyFileSync,
   existsSync,
@@ -36,6 +37,8 @@ export type Bench = {
   binary: string;
   /** The bench's own build (bench/keygate-entry.ts), when a case runs on it. */
   benchBinary?: string;
+  /** --baseline: the commit's own build, which the A/B cases also run on. */
+  baseline?: Baseline;
   postgres?: BenchPostgres;
 };
 
@@ -248,6 +251,78 @@ function memoryOf(pid: number): { rssKb: number; hwmKb: number } {
   return { rssKb: field('VmRSS'), hwmKb: field('VmHWM') };
 }
 
+// ---------------------------------------------------------------- the baseline's build (--baseline)
+
+/** A commit's own binary: `commit` as given, `hash` what it resolved to. */
+export type Baseline = { commit: string; hash: string; binary: string };
+
+/**
+ * Builds `commit` as it was: a temporary `git worktree` of it (under the scratch directory, removed
+ * once built), its own `bun install --frozen-lockfile` and `bun run build`; its binary is copied into
+ * the scratch directory.
+ */
+export function buildBaseline(root: string, commit: string, scratch: string): Baseline {
+  const git = (args: string[], cwd = root) => {
+    const run = Bun.spawnSync(['git', ...args], { cwd, stderr: 'pipe' });
+    if (run.exitCode !== 0) throw new Error(`git ${args.join(' ')}: ${run.stderr.toString().trim()}`);
+    return run.stdout.toString().trim();
+  };
+  const hash = git(['rev-parse', '--short=7', '--verify', `${commit}^{commit}`]);
+  const worktree = join(scratch, 'baseline-src');
+  git(['worktree', 'add', '--detach', worktree, hash]);
+  try {
+    for (const command of [
+      ['bun', 'install', '--frozen-lockfile'],
+      ['bun', 'run', 'build'],
+    ]) {
+      say(`baseline ${hash}: ${command.join(' ')} ...`);
+      const run = Bun.spawnSync(command, { cwd: worktree, stdout: 'inherit', stderr: 'inherit' });
+      if (run.exitCode !== 0) throw new Error(`baseline ${hash}: ${command.join(' ')} failed`);
+    }
+    const binary = join(scratch, 'keygate-baseline');
+    copyFileSync(join(worktree, 'dist', 'keygate'), binary);
+    chmodSync(binary, 0o755);
+    return { commit, hash, binary };
+  } finally {
+    git(['worktree', 'remove', '--force', worktree]);
+  }
+}
+
+/**
+ * Replaces the SQLite file at `dbPath` (in this build's schema) with one of the baseline's own schema,
+ * made by its own `keygate migrate`, holding the same keys: the columns both schemas have are copied,
+ * the baseline's others take their defaults (the keys here are plain: no limit, credits or permissions).
+ */
+export function toBaselineSchema(binary: string, dbPath: string): void {
+  const source = new Database(dbPath, { readonly: true });
+  const rows = source.query('SELECT * FROM api_keys').all() as Array<Record<string, unknown>>;
+  source.close();
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${dbPath}${suffix}`, { force: true });
+  const migrate = Bun.spawnSync([binary, 'migrate'], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', DATABASE_URL: dbPath },
+    stdout: 'pipe',
+    stderr: 'pipe',
+  });
+  if (migrate.exitCode !== 0) throw new Error(`the baseline's migrate failed: ${migrate.stderr.toString()}`);
+  const target = new Database(dbPath);
+  const theirs = target.query("SELECT name FROM pragma_table_info('api_keys')").all() as Array<{
+    name: string;
+  }>;
+  const columns = theirs
+    .map((column) => column.name)
+    .filter((name) => rows[0] !== undefined && name in rows[0]);
+  const insert = target.prepare(
+    `INSERT INTO api_keys (${columns.map((name) => `"${name}"`).join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`,
+  );
+  target.transaction(() => {
+    for (const row of rows)
+      insert.run(...(columns.map((name) => row[name]) as Array<string | number | null>));
+  })();
+  insert.finalize();
+  target.run('PRAGMA wal_checkpoint(TRUNCATE)');
+  target.close();
+}
+
 // ---------------------------------------------------------------- PostgreSQL (--postgres)
 
 const PG_TEMPLATE = 'bench_template';
@@ -328,6 +403,7 @@ export async function runCase(
   rateHint: number,
   fixtures: Fixtures,
   memory: Memory,
+  onBaseline = false,
 ): Promise<Figures & { heavyRps?: number }> {
   const { options, scratch } = bench;
   const dbPath = join(scratch, `${label}.db`);
@@ -340,11 +416,20 @@ export async function runCase(
     copyFileSync(fixtures.templates.empty as string, dbPath);
   }
   benchCase.seed?.(dbPath);
+  if (onBaseline) {
+    if (bench.baseline === undefined || db !== 'empty')
+      throw new Error('the baseline runs on the empty SQLite database');
+    toBaselineSchema(bench.baseline.binary, dbPath);
+  }
   if (db !== OWN_DATABASE || benchCase.seed !== undefined) onDisk(dbPath);
   const warm = benchCase.load(dbPath, options.warmup, `${label}-warm`, rateHint);
   const measured = benchCase.load(dbPath, options.duration, label, rateHint);
   const databaseUrl = db === 'postgres' ? await toPostgres(bench.postgres, dbPath, label) : dbPath;
-  const binary = benchCase.build === 'bench' ? bench.benchBinary : bench.binary;
+  const binary = onBaseline
+    ? bench.baseline?.binary
+    : benchCase.build === 'bench'
+      ? bench.benchBinary
+      : bench.binary;
   if (binary === undefined) throw new Error(`${benchCase.name} needs the bench's own build`);
   const running =
     server === 'keygate'
@@ -355,6 +440,8 @@ export async function runCase(
     running.second = { child: other.child, port: Number(new URL(other.url).port) };
   }
   await benchCase.prepare?.(running.url, dbPath);
+  // The baseline's schema and ids must be its own: a key it cannot find would be measured as fast.
+  if (onBaseline) await expectValidKey(running.url, fixtures.verifyKeyFile);
   const idle = memoryOf(running.child.pid);
   if (benchCase.primes) {
     const urls = [running.url, ...(running.second ? [`http://127.0.0.1:${running.second.port}`] : [])];
@@ -371,7 +458,7 @@ export async function runCase(
   rmSync(log, { force: true });
   rmSync(`${log}-2`, { force: true });
   if (db === 'postgres') await dropPostgres(bench.postgres, databaseUrl);
-  if (server === 'keygate') {
+  if (server === 'keygate' && !onBaseline) {
     memory[db]?.idleKb.push(idle.rssKb);
     memory[db]?.peakKb.push(peak.hwmKb);
   }
@@ -389,6 +476,20 @@ function onDisk(path: string): void {
     fsyncSync(fd);
   } finally {
     closeSync(fd);
+  }
+}
+
+/** Checks that the first verify body of the file answers VALID. */
+async function expectValidKey(url: string, bodiesFile: string): Promise<void> {
+  const body = readFileSync(bodiesFile, 'utf8').split('\n')[0] as string;
+  const response = await fetch(`${url}/apikeys/verify`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body,
+  });
+  const answer = await response.text();
+  if (response.status !== 200 || !answer.includes('"code":"VALID"')) {
+    throw new Error(`a plain key's verify on the baseline answered ${response.status} ${answer}`);
   }
 }
 

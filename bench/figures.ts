@@ -19,6 +19,8 @@ export type Run = Figures & {
   heavyRps?: number;
   round: number;
   case: CaseName;
+  /** The A/B cases' runs on the baseline's build (--baseline); absent: this build. */
+  build?: 'baseline';
   db: string;
   ceiling: Ceiling;
   ceilingRps: number;

@@ -16,8 +16,16 @@ export type Options = {
   logLevel: string;
   build: boolean;
   startups: number;
-  /** Only the cases whose name contains one of these (comma-separated); empty: all. */
+  /**
+   * Only the cases whose name contains one of these (comma-separated), except that an entry which is a
+   * case's whole name selects that case alone; empty: all.
+   */
   cases: string[];
+  /**
+   * A commit (anything `git worktree add` takes) whose own build also runs the A/B cases (verify (key),
+   * forward-auth (key)), interleaved with this build's in every round; empty: none.
+   */
+  baseline: string;
 };
 
 export function parseOptions(argv: string[], environment: Record<string, string | undefined>): Options {
@@ -40,6 +48,7 @@ export function parseOptions(argv: string[], environment: Record<string, string 
     build: env('BUILD', '1') !== '0',
     startups: Number(env('STARTUPS', '20')),
     cases: env('CASES', '').split(',').filter(Boolean),
+    baseline: env('BASELINE', ''),
   };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] as string;
@@ -62,6 +71,7 @@ export function parseOptions(argv: string[], environment: Record<string, string 
     else if (arg === '--startups') options.startups = Number(value());
     else if (arg === '--log-level') options.logLevel = value();
     else if (arg === '--cases') options.cases = value().split(',').filter(Boolean);
+    else if (arg === '--baseline') options.baseline = value();
     else throw new Error(`unknown option ${arg}`);
   }
   for (const [name, number] of Object.entries(options)) {
@@ -74,4 +84,10 @@ export function parseOptions(argv: string[], environment: Record<string, string 
     throw new Error('--duration, --users, --connections and --verify-keys must be at least 1');
   }
   return options;
+}
+
+/** Whether `--cases` selects the case `name` (see Options.cases; `names`: every case's name). */
+export function selectsCase(wanted: readonly string[], name: string, names: readonly string[]): boolean {
+  if (wanted.length === 0) return true;
+  return wanted.some((entry) => (names.includes(entry) ? entry === name : name.includes(entry)));
 }

@@ -1,6 +1,7 @@
 // The bench's report: the tables and targets of bench/RESULTS.md, rendered from a run's figures.
 // Nothing here measures or reads a file; the same figures always render the same text.
 import {
+  AB_CASES,
   type CaseName,
   FAIRNESS_CASES,
   NO_PURGE_INTERVAL_SECONDS,
@@ -40,6 +41,8 @@ export type ReportInput = {
   peerKeys: PeerKeys | undefined;
   /** bench/peer's dependencies: the better-auth versions the peer rows name. */
   peerVersions: Record<string, string>;
+  /** --baseline: the commit as given and the hash it resolved to. */
+  baseline?: { commit: string; hash: string };
 };
 
 export const fixed = (value: number, digits = 2) => value.toFixed(digits);
@@ -55,9 +58,16 @@ export function resultsFile(report: string): string {
   );
 }
 
-/** The runs of one case on one database, every round. */
-function runsOf(runs: Run[], name: CaseName, db: string): Run[] {
-  return runs.filter((r) => r.case === name && r.db === db);
+/** The runs of one case on one database, every round, on this build (or on the baseline's). */
+function runsOf(runs: Run[], name: CaseName, db: string, build?: 'baseline'): Run[] {
+  return runs.filter((r) => r.case === name && r.db === db && r.build === build);
+}
+
+/** The baseline's name in the tables: its hash, and the commit as given when that was another name. */
+function baselineLabel(baseline: { commit: string; hash: string }): string {
+  return baseline.hash.startsWith(baseline.commit) || baseline.commit.startsWith(baseline.hash)
+    ? baseline.hash
+    : `${baseline.hash} (${baseline.commit})`;
 }
 
 /** Each round's `ours` req/s ÷ `theirs` in the same round, in round order. */
@@ -351,6 +361,26 @@ function renderTargets(input: ReportInput): string[] {
       met: ratio >= target,
     };
   };
+  /**
+   * An A/B case on this build ÷ on the baseline's: in each round, each run ÷ the ceiling around it
+   * (the two runs are a ceiling run apart), then the median of the rounds, checked against 0.97.
+   */
+  const overBaseline = (name: CaseName): TargetFigure => {
+    if (input.baseline === undefined) return notRun('--baseline COMMIT');
+    const [ours, theirs] = [runsOf(runs, name, 'empty'), runsOf(runs, name, 'empty', 'baseline')];
+    if (ours.length === 0 || theirs.length === 0) return notRun(`the ${name} case`);
+    const rounds = ours.flatMap((run) => {
+      const other = theirs.find((r) => r.round === run.round);
+      return other ? [run.rps / run.ceilingRps / (other.rps / other.ceilingRps)] : [];
+    });
+    const ratio = median(rounds);
+    const [x, y] = [mediansOf(ours), mediansOf(theirs)];
+    return {
+      text: `${fixed(ratio)} (median of rounds ${rounds.map((r) => fixed(r)).join(', ')}; ÷ ceiling ${fixed(x.ratio)} against ${fixed(y.ratio)}; req/s ${thousands(x.rps)} ÷ ${thousands(y.rps)} = ${fixed(x.rps / y.rps)})`,
+      met: ratio >= 0.97,
+    };
+  };
+  const baselineName = input.baseline === undefined ? 'a baseline' : baselineLabel(input.baseline);
   /** The mixed case's latencies on each database it ran on. */
   const mixedLatencies = (): TargetFigure => {
     const name: CaseName = 'mixed 90/9/1 (verify/forward-auth/writes)';
@@ -399,6 +429,11 @@ function renderTargets(input: ReportInput): string[] {
       purgeAdded(),
       '≤ 10 ms',
     ],
+    ...AB_CASES.map((name): [string, TargetFigure, string] => [
+      `${name}, this build ÷ the build of ${baselineName}, plain keys (no limit), SQLite, interleaved`,
+      overBaseline(name),
+      '≥ 0.97',
+    ]),
     [
       'verify of keys with their own rate limit ÷ without, 10k keys, SQLite',
       overCase('verify (key with rate limit)', 'verify (key)', 'empty', 0.85),
@@ -464,7 +499,10 @@ export function renderReport(input: ReportInput): string {
     `keygate (compiled, synchronous=FULL, LOG_LEVEL=${options.logLevel} to a file) and the ceiling on CPU 0, wrk -t1 -c${options.connections} on CPU 1; ` +
       `${options.rounds} rounds of ${options.duration} s per case after ${options.warmup} s warm-up, fresh keygate and database per case; medians over rounds. ` +
       `Ratios are to the mean of the two ceiling runs around each keygate run: ${ceilingNote(runs)}. ` +
-      `${options.users} users (tokens / caller keys) in rotation; verify and forward-auth rotate over ${thousands(options.verifyKeys)} other distinct keys, seeded in every database; MAX_KEYS_PER_USER default.`,
+      `${options.users} users (tokens / caller keys) in rotation; verify and forward-auth rotate over ${thousands(options.verifyKeys)} other distinct keys, seeded in every database; MAX_KEYS_PER_USER default.` +
+      (input.baseline === undefined
+        ? ''
+        : ` ${AB_CASES.join(' and ')} also ran on the build of ${baselineLabel(input.baseline)} (its own worktree, install and build), on the same keys in a database of its own schema (made by its own \`keygate migrate\`), beside this build's run in every round, the two taking turns to go first.`),
   );
   out.push('');
   out.push(
@@ -482,6 +520,13 @@ export function renderReport(input: ReportInput): string {
       out.push(
         `| ${name} | ${dbLabel} | ${thousands(m.rps)} | ${fixed(m.p50)} | ${fixed(m.p99)} | ${fixed(m.max)} | ${thousands(m.non2xx)} | ${fixed(m.ratio)} | ${fixed(m.p99Ratio)} |`,
       );
+      const before = runsOf(runs, name, db, 'baseline');
+      if (before.length > 0 && input.baseline !== undefined) {
+        const b = mediansOf(before);
+        out.push(
+          `| ${name} on the baseline ${baselineLabel(input.baseline)} | ${dbLabel}, its schema | ${thousands(b.rps)} | ${fixed(b.p50)} | ${fixed(b.p99)} | ${fixed(b.max)} | ${thousands(b.non2xx)} | ${fixed(b.ratio)} | ${fixed(b.p99Ratio)} |`,
+        );
+      }
     }
   }
   const postCeilings = runs.filter((r) => r.ceiling === 'POST');

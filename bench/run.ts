@@ -4,8 +4,11 @@
 // Every keygate run sits between two ceiling runs of the same round (POST, or GET for forward-auth);
 // its ratio is to their mean.
 // Options: --duration S --warmup S --rounds N --connections N --users N --seed N --verify-keys N --purge
-//          --postgres --log-level L --no-build --metrics --startups N --cases a,b
+//          --postgres --log-level L --no-build --metrics --startups N --cases a,b --baseline COMMIT
 //          (each also BENCH_DURATION, BENCH_VERIFY_KEYS, ...; see bench/options.ts).
+// --baseline COMMIT builds that commit in a temporary git worktree and runs the A/B cases (verify (key),
+// forward-auth (key)) on its build too, beside this build's run in every round (which goes first
+// alternates by round); the report gives this build ÷ the baseline's.
 // --postgres runs every case once more on a throwaway PostgreSQL (Debian's server, pinned to the
 // server's CPU beside keygate, synchronous_commit on), from the same empty database.
 // --metrics: keygate also serves /metrics on a second port (to measure what metrics cost).
@@ -15,9 +18,18 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { type Ceiling, cases, databasesOf, PEER_DIR, type PeerKeys, prepareFixtures } from './cases';
+import {
+  AB_CASES,
+  type Ceiling,
+  cases,
+  databasesOf,
+  PEER_DIR,
+  type PeerKeys,
+  prepareFixtures,
+} from './cases';
 import {
   type Bench,
+  buildBaseline,
   cleanUp,
   ensurePeerInstalled,
   freePort,
@@ -34,7 +46,7 @@ import {
   wrk,
 } from './driver';
 import type { Figures, Memory, Run } from './figures';
-import { parseOptions } from './options';
+import { parseOptions, selectsCase } from './options';
 import { measurePurge } from './purge';
 import { fixed, renderReport, resultsFile, thousands } from './report';
 
@@ -84,6 +96,7 @@ async function main(): Promise<void> {
   bench.binary = join(bench.scratch, 'keygate');
   copyFileSync(BUILT_BINARY, bench.binary);
   chmodSync(bench.binary, 0o755);
+  if (options.baseline !== '') bench.baseline = buildBaseline(ROOT, options.baseline, bench.scratch);
 
   const context = { options, scratch: bench.scratch, say };
   if (options.postgres) bench.postgres = await startBenchPostgres();
@@ -123,9 +136,9 @@ async function main(): Promise<void> {
   const memory: Memory = {};
   for (const db of dbs) memory[db] = { idleKb: [], peakKb: [] };
   const peer: { keys?: PeerKeys } = {};
-  const allCases = cases(context, fixtures, peer).filter(
-    (c) => options.cases.length === 0 || options.cases.some((wanted) => c.name.includes(wanted)),
-  );
+  const everyCase = cases(context, fixtures, peer);
+  const names = everyCase.map((c) => c.name);
+  const allCases = everyCase.filter((c) => selectsCase(options.cases, c.name, names));
   if (allCases.some((c) => c.build === 'bench')) {
     // Built every run, into the scratch directory: the same code as dist/keygate, another entry.
     say('building the bench build (bench/keygate-entry.ts) ...');
@@ -147,26 +160,41 @@ async function main(): Promise<void> {
       const kind = benchCase.ceiling ?? 'POST';
       const server = benchCase.server ?? 'keygate';
       for (const db of databasesOf(benchCase, dbs)) {
-        if (previous?.kind !== kind) previous = { kind, figures: await ceilingRun(kind, options.duration) };
-        const label = `r${round}-${benchCase.name.replace(/\W+/g, '-')}-${db}`;
-        const figures = await runCase(bench, benchCase, db, label, rateHint, fixtures, memory);
-        const next = await ceilingRun(kind, options.duration);
-        if (server === 'keygate' && benchCase.expect !== 403) rateHint = Math.max(rateHint, figures.rps);
-        const run: Run = {
-          ...figures,
-          round,
-          case: benchCase.name,
-          db,
-          expect: benchCase.expect,
-          ceiling: kind,
-          ceilingRps: (previous.figures.rps + next.rps) / 2,
-          ceilingP99: (previous.figures.p99 + next.p99) / 2,
-        };
-        runs.push(run);
-        say(
-          `round ${round} ${benchCase.name} [${db}]: ${thousands(run.rps)} req/s, p50 ${fixed(run.p50)} p99 ${fixed(run.p99)} max ${fixed(run.max)} ms, non-2xx ${run.non2xx}, ÷ ceiling ${kind} ${fixed(run.rps / run.ceilingRps)} (ceiling ${thousands(run.ceilingRps)})`,
-        );
-        previous = { kind, figures: next };
+        // The A/B cases run on the baseline's build too, on the empty SQLite database; which build goes
+        // first alternates by round.
+        const ab = bench.baseline !== undefined && db === 'empty' && AB_CASES.includes(benchCase.name);
+        const builds: Array<'this' | 'baseline'> = !ab
+          ? ['this']
+          : round % 2 === 1
+            ? ['this', 'baseline']
+            : ['baseline', 'this'];
+        for (const build of builds) {
+          if (previous?.kind !== kind) previous = { kind, figures: await ceilingRun(kind, options.duration) };
+          const onBaseline = build === 'baseline';
+          const label = `r${round}-${benchCase.name.replace(/\W+/g, '-')}-${db}${onBaseline ? '-baseline' : ''}`;
+          const figures = await runCase(bench, benchCase, db, label, rateHint, fixtures, memory, onBaseline);
+          const next = await ceilingRun(kind, options.duration);
+          if (server === 'keygate' && benchCase.expect !== 403 && !onBaseline) {
+            rateHint = Math.max(rateHint, figures.rps);
+          }
+          const run: Run = {
+            ...figures,
+            round,
+            case: benchCase.name,
+            ...(onBaseline ? { build: 'baseline' as const } : {}),
+            db,
+            expect: benchCase.expect,
+            ceiling: kind,
+            ceilingRps: (previous.figures.rps + next.rps) / 2,
+            ceilingP99: (previous.figures.p99 + next.p99) / 2,
+          };
+          runs.push(run);
+          const on = onBaseline ? ` on the baseline ${bench.baseline?.hash}` : '';
+          say(
+            `round ${round} ${benchCase.name}${on} [${db}]: ${thousands(run.rps)} req/s, p50 ${fixed(run.p50)} p99 ${fixed(run.p99)} max ${fixed(run.max)} ms, non-2xx ${run.non2xx}, ÷ ceiling ${kind} ${fixed(run.rps / run.ceilingRps)} (ceiling ${thousands(run.ceilingRps)})`,
+          );
+          previous = { kind, figures: next };
+        }
       }
     }
     // Without a GET case in the run, one ceiling GET a round still gives the report its row.
@@ -196,6 +224,7 @@ async function main(): Promise<void> {
     dbs,
     peerKeys: peer.keys,
     peerVersions,
+    baseline: bench.baseline && { commit: bench.baseline.commit, hash: bench.baseline.hash },
   });
   say('');
   say(report);

@@ -6,7 +6,7 @@
 
 import type { Caller } from '../auth/caller';
 import type { Clock } from '../core/clock';
-import { andThen, type SyncOrAsync } from '../core/sync-or-async';
+import type { SyncOrAsync } from '../core/sync-or-async';
 import { firstOutside } from '../network/blocks';
 import {
   AllowedIpsWideningError,
@@ -150,9 +150,12 @@ export function createApiKeyService({
      */
     authenticateKey(key: string, secret: string): SyncOrAsync<KeyAuthentication> {
       if (!isWellFormedSecret(secret, secretPrefix)) return NOT_FOUND;
-      // A key cache hit, or a read of a synchronous store (SQLite), answers at once: no promise.
+      // A key cache hit, or a read of a synchronous store (SQLite), answers at once: no promise, and
+      // no closure (written out, not through andThen, whose one call site for every caller is slow).
       const row = KEY_ID_PATTERN.test(key) ? keys.find(key) : undefined;
-      return andThen(row, (found) => authenticationOf(secret, found));
+      return row instanceof Promise
+        ? row.then((found) => authenticationOf(secret, found))
+        : authenticationOf(secret, row);
     },
 
     async createKey(caller: Caller, input: CreateKeyInput, signal?: AbortSignal): Promise<ApiKeyView> {

@@ -10,22 +10,45 @@ export type JoinedCredits = {
   creditsRefilledAt: number | null;
 };
 
-/** The row of a key read with its credits. */
-export function withCredits<R extends JoinedCredits>(joined: R): Omit<R, keyof JoinedCredits> & ApiKeyRow {
-  const { creditsRemaining, creditsRefillAmount, creditsRefillIntervalMs, creditsRefilledAt, ...row } =
-    joined;
+/** A key's columns as the stores select them, with its lineage's credits joined. */
+export type JoinedKey = Omit<Required<ApiKeyRow>, 'credits'> & JoinedCredits;
+
+/**
+ * The row of a key read with its credits: one object literal, so every row the key cache holds has the
+ * same shape and a verification's reads of it stay fast (a row spread from the joined one without its
+ * credits' columns made them slower). `satisfies` keeps it in step with ApiKeyRow.
+ */
+export function withCredits(joined: JoinedKey): ApiKeyRow {
+  const { creditsRemaining, creditsRefilledAt } = joined;
   return {
-    ...(row as unknown as ApiKeyRow),
+    id: joined.id,
+    secretHash: joined.secretHash,
+    userId: joined.userId,
+    level: joined.level,
+    name: joined.name,
+    createdAt: joined.createdAt,
+    expiresAt: joined.expiresAt,
+    lineage: joined.lineage,
+    rotatedAt: joined.rotatedAt,
+    enabled: joined.enabled,
+    meta: joined.meta,
+    ratelimitLimit: joined.ratelimitLimit,
+    ratelimitDuration: joined.ratelimitDuration,
+    permissions: joined.permissions,
+    allowedIps: joined.allowedIps,
+    lastUsedAt: joined.lastUsedAt,
+    leakedAt: joined.leakedAt,
+    leakSource: joined.leakSource,
     credits:
       creditsRemaining === null || creditsRefilledAt === null
         ? null
         : {
             remaining: creditsRemaining,
-            refillAmount: creditsRefillAmount,
-            refillIntervalMs: creditsRefillIntervalMs,
+            refillAmount: joined.creditsRefillAmount,
+            refillIntervalMs: joined.creditsRefillIntervalMs,
             refilledAt: creditsRefilledAt,
           },
-  } as Omit<R, keyof JoinedCredits> & ApiKeyRow;
+  } satisfies Required<ApiKeyRow>;
 }
 
 /**

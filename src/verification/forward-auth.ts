@@ -19,7 +19,7 @@ import { type PermissionQuery, PermissionQueryError, parsePermissionQuery } from
 import { verificationModels } from './model';
 import { forwardedRequestOf, matchingRule, normalisedPath, PathRefusedError } from './route-rules';
 import type { RateLimitReport } from './usage-limits';
-import type { OnVerdict, Verdict, Verifier } from './verdict';
+import type { KeyCheck, OnVerdict, Requirements, Verdict, Verifier } from './verdict';
 
 /** The first path segment; the edge lets bodies of any declared size through here (they are never read). */
 export const FORWARD_AUTH_PATH = '/forward-auth';
@@ -54,9 +54,11 @@ export function forwardAuthAnswer(verifier: Verifier, options: ForwardAuthOption
   ): SyncOrAsync<Response> => {
     const demand = demandOf(request, query, options, onVerdict);
     if (demand === 'anyone') return allowedWithoutCredential(headers);
-    return andThen(verdictOf(verifier, request, query, demand, context, options, onVerdict), (verdict) =>
-      allowed(verdict, headers),
-    );
+    const verdict = verdictOf(verifier, request, query, demand, context, options, onVerdict);
+    // No closure on the hot path (a key in the key cache): written out, not through andThen.
+    return verdict instanceof Promise
+      ? verdict.then((settled) => allowed(settled, headers))
+      : allowed(verdict, headers);
   };
 }
 
@@ -106,7 +108,7 @@ function demandOf(
 ): Demand {
   const { headers } = request;
   let ruleLevel = 0;
-  const permissions = requiredPermissions(query, headers.get('x-keygate-permissions'));
+  let permissions = requiredPermissions(query, headers.get('x-keygate-permissions'));
   const rules = options.rules();
   // Without rules or asked permissions (the common case) nothing more is read or made.
   if (permissions === undefined && rules.length === 0 && options.unmatched === 'credential') return NO_DEMAND;
@@ -120,13 +122,13 @@ function demandOf(
     } else {
       if (rule.allow === 'anyone') return 'anyone';
       if (rule.minLevel !== undefined) ruleLevel = rule.minLevel;
-      if (rule.permissions !== undefined)
-        return { ruleLevel, permissions: [...(permissions ?? []), rule.permissions] };
+      if (rule.permissions !== undefined) permissions = [...(permissions ?? []), rule.permissions];
     }
   }
-  return { ruleLevel, permissions };
+  return ruleLevel === 0 && permissions === undefined ? NO_DEMAND : { ruleLevel, permissions };
 }
 
+/** Most requests: no rule's level and no permissions asked (one object for all of them). */
 const NO_DEMAND: Demand = Object.freeze({ ruleLevel: 0, permissions: undefined });
 
 /** The first rule matching the proxied request's method and normalised path; none without them. */
@@ -187,24 +189,42 @@ function verdictOf(
     demand.ruleLevel,
     requiredLevel(query, request.headers.get('x-keygate-min-level')),
   );
-  const { permissions } = demand;
-  const counted = (final: Verdict) => {
-    onVerdict?.(scheme, final.code);
-    return final;
-  };
   if (key?.kind === 'key') {
     // One credit each; the address is asked only of a key that has allowedIps.
-    const clientAddress = () => options.clientAddress(request, context);
-    return andThen(
-      verifier.verifyKey(key.key, key.secret, { minLevel, permissions, clientAddress }),
-      counted,
-    );
+    const check = new ForwardAuthKeyCheck(minLevel, demand.permissions, request, context, options);
+    const verdict = verifier.verifyKey(key.key, key.secret, check);
+    // Without metrics nothing is told the verdict: no closure for it.
+    return onVerdict === undefined ? verdict : andThen(verdict, (final) => counted(final, 'key', onVerdict));
   }
   if (bearer.kind !== 'bearer') throw new Error('unreachable: a credential is present');
-  return andThen(verifier.verifyToken(bearer.token, { minLevel, permissions }), (settled) => {
+  const required: Requirements = { minLevel, permissions: demand.permissions };
+  return andThen(verifier.verifyToken(bearer.token, required), (settled) => {
     if (settled.code === 'INVALID_TOKEN') context.tokenRefusal = settled.reason;
-    return counted(settled);
+    return onVerdict === undefined ? settled : counted(settled, 'jwt', onVerdict);
   });
+}
+
+function counted(final: Verdict, scheme: 'key' | 'jwt', onVerdict: OnVerdict): Verdict {
+  onVerdict(scheme, final.code);
+  return final;
+}
+
+/**
+ * A key's check here, one object per request: the client's address (the TCP peer, or behind
+ * TRUSTED_PROXIES the forwarded one) is worked out only when the key has allowedIps and asks for it.
+ */
+class ForwardAuthKeyCheck implements KeyCheck {
+  constructor(
+    readonly minLevel: number,
+    readonly permissions: readonly PermissionQuery[] | undefined,
+    private readonly request: Request,
+    private readonly context: RequestContext,
+    private readonly options: ForwardAuthOptions,
+  ) {}
+
+  clientAddress(): Address | undefined {
+    return this.options.clientAddress(this.request, this.context);
+  }
 }
 
 /**
@@ -217,9 +237,10 @@ function requiredPermissions(query: string, header: string | null): PermissionQu
   if (header !== null && header.trim() !== '') required = [permissionsOf(header, 'X-Keygate-Permissions')];
   if (query !== '' && query.includes('permissions=')) {
     for (const [name, value] of new URLSearchParams(query)) {
-      if (name !== 'permissions') continue;
-      required ??= [];
-      required.push(permissionsOf(value, 'The permissions query parameter'));
+      if (name === 'permissions') {
+        required ??= [];
+        required.push(permissionsOf(value, 'The permissions query parameter'));
+      }
     }
   }
   return required;

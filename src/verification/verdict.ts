@@ -18,7 +18,7 @@ import type { TokenRefusal } from '../auth/jwt';
 import type { TokenUser, TokenUsers } from '../auth/token-users';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
 import type { Address } from '../network/address';
-import type { HeldPermissions } from '../permissions/held';
+import { type HeldPermissions, heldPermissions } from '../permissions/held';
 import type { PermissionQuery } from '../permissions/query';
 import { type UsageRecorder, usageOutcomeOf } from '../usage/counter';
 import {
@@ -209,8 +209,12 @@ function keyJudged(row: ApiKeyRow, principal: Principal, check: KeyCheck): Verdi
   if (row.allowedIps != null && allowedAddressesOf(row)?.contains(check.clientAddress?.()) !== true) {
     return { valid: false, code: 'IP_NOT_ALLOWED', principal };
   }
-  return judged(principal, heldPermissionsOf(row), check);
+  // What the key holds is looked up (a WeakMap's get) only when permissions are asked.
+  return judged(principal, check.permissions === undefined ? NOTHING_ASKED : heldPermissionsOf(row), check);
 }
+
+/** Stands for what a key holds when no permissions are asked: `judged` then never reads it. */
+const NOTHING_ASKED: HeldPermissions = heldPermissions(undefined);
 
 /** INSUFFICIENT_LEVEL below `minLevel`, then INSUFFICIENT_PERMISSIONS for a query not satisfied. */
 export function judged(principal: Principal, held: HeldPermissions, required: Requirements): Verdict {

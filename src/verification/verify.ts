@@ -3,7 +3,6 @@
 import { Elysia } from 'elysia';
 import { ErrorResponse } from '../apikeys/model';
 import { isLevel, LEVEL_RULE } from '../core/levels';
-import { andThen } from '../core/sync-or-async';
 import { readJsonBody } from '../http/body';
 import { HttpError } from '../http/errors';
 import { contextOf, type RequestContext } from '../http/request-context';
@@ -38,8 +37,10 @@ export function verifyAnswer(verifier: Verifier, onVerdict?: OnVerdict) {
         'token' in credential
           ? verifier.verifyToken(credential.token, credential)
           : verifier.verifyKey(credential.key, credential.secret, credential);
-      // A key in the key cache is judged at once: no more waiting on the hot path.
-      return andThen(verdict, (settled) => verified(settled, scheme, headers, context, onVerdict));
+      // A key in the key cache is judged at once: no more waiting, and no closure, on the hot path.
+      return verdict instanceof Promise
+        ? verdict.then((settled) => verified(settled, scheme, headers, context, onVerdict))
+        : verified(verdict, scheme, headers, context, onVerdict);
     });
 }
 

@@ -1,6 +1,6 @@
 // The bench's options: its defaults, BENCH_* variables, flags over variables, and refused values.
 import { describe, expect, it } from 'bun:test';
-import { parseOptions } from '../../bench/options';
+import { parseOptions, selectsCase } from '../../bench/options';
 
 describe('bun run bench options', () => {
   it('defaults to the recorded settings', () => {
@@ -19,6 +19,7 @@ describe('bun run bench options', () => {
       build: true,
       startups: 20,
       cases: [],
+      baseline: '',
     });
   });
 
@@ -35,6 +36,25 @@ describe('bun run bench options', () => {
       build: false,
       cases: ['verify', 'forward'],
     });
+  });
+
+  it('takes the A/B baseline from --baseline or BENCH_BASELINE', () => {
+    expect(parseOptions(['--baseline', '657c95d'], {}).baseline).toBe('657c95d');
+    expect(parseOptions([], { BENCH_BASELINE: 'main~3' }).baseline).toBe('main~3');
+  });
+
+  it("selects the cases whose name holds an entry, but an entry that is a case's whole name selects it alone", () => {
+    const names = [
+      'verify (key)',
+      'verify (key) bench build',
+      'verify (key with rate limit)',
+      'forward-auth (key)',
+    ];
+    const selected = (wanted: string[]) => names.filter((name) => selectsCase(wanted, name, names));
+    expect(selected([])).toEqual(names);
+    expect(selected(['verify (key'])).toEqual(names.slice(0, 3));
+    expect(selected(['verify (key)', 'forward-auth (key)'])).toEqual(['verify (key)', 'forward-auth (key)']);
+    expect(selected(['bench', 'forward'])).toEqual(['verify (key) bench build', 'forward-auth (key)']);
   });
 
   it('refuses an unknown flag, a flag without its value, and a number that is not whole', () => {

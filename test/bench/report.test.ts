@@ -128,6 +128,38 @@ describe("the bench's report", () => {
     );
   });
 
+  it("judges this build against the baseline's by the median of the rounds, each run taken ÷ its ceiling", () => {
+    // Three rounds: this build ÷ the baseline's 0.90, 1.00, 0.98 after each ÷ its ceiling.
+    const ours = [18_000, 20_000, 19_600];
+    const runs = [1, 2, 3].flatMap((round) => [
+      run('verify (key)', 'empty', round, { rps: ours[round - 1] as number, ceilingRps: 40_000 }),
+      run('verify (key)', 'empty', round, { rps: 20_000, ceilingRps: 40_000, build: 'baseline' }),
+    ]);
+    const report = renderReport(input({ runs, baseline: { commit: '657c95d', hash: '657c95d' } }));
+    const row =
+      '| verify (key), this build ÷ the build of 657c95d, plain keys (no limit), SQLite, interleaved |';
+    expect(lineOf(report, row)).toBe(
+      `${row} 0.98 (median of rounds 0.90, 1.00, 0.98; ÷ ceiling 0.49 against 0.50; req/s 19,600 ÷ 20,000 = 0.98) | ≥ 0.97 | met |`,
+    );
+    expect(lineOf(report, '| forward-auth (key), this build ÷ the build of 657c95d')).toEndWith(
+      'not measured in this run (needs the forward-auth (key) case) | ≥ 0.97 | — |',
+    );
+    // The baseline's runs have a row of their own, and are not counted in this build's.
+    expect(lineOf(report, '| verify (key) | empty |')).toStartWith('| verify (key) | empty | 19,600 |');
+    expect(lineOf(report, '| verify (key) on the baseline 657c95d |')).toStartWith(
+      '| verify (key) on the baseline 657c95d | empty, its schema | 20,000 |',
+    );
+    // Another name for the commit is kept beside its hash; without --baseline the row says what it needs.
+    const named = renderReport(input({ runs, baseline: { commit: 'v1.0.0', hash: '1e5f991' } }));
+    expect(lineOf(named, '| verify (key), this build ÷ the build of 1e5f991 (v1.0.0),')).toBeDefined();
+    expect(
+      lineOf(
+        renderReport(input({ runs: runs.filter((r) => r.build === undefined) })),
+        '| verify (key), this build ÷ the build of a baseline,',
+      ),
+    ).toEndWith('| not measured in this run (needs --baseline COMMIT) | ≥ 0.97 | — |');
+  });
+
   it('compares keygate with the peer, saying how the peer made fewer keys than keygate verifies over', () => {
     const runs = [
       ...createAndFloor,

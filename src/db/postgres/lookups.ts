@@ -109,10 +109,9 @@ export function createPostgresLookupStore(db: PostgresDb): LookupStore {
         .orderBy(desc(apiKeys.createdAt), desc(apiKeys.id))
         .limit(limit)
         .catch(unavailableOr);
-      return rows.map((joined) => {
-        const row = withCredits(joined);
-        return { ...row, secretHash: Buffer.from(row.secretHash as unknown as string, 'hex') };
-      });
+      return rows.map((joined) =>
+        withCredits({ ...joined, secretHash: Buffer.from(joined.secretHash, 'hex') }),
+      );
     },
 
     async countLiveKeys(now) {

@@ -12,7 +12,7 @@ import type { ApiKeyRow, ApiKeyStore } from '../../apikeys/store';
 import type { Logger } from '../../core/log';
 import { HOUR_MS } from '../../usage/counter';
 import { keyChanges } from '../key-changes';
-import { columnsOfUpdate, withCredits } from '../key-rows';
+import { columnsOfUpdate, type JoinedCredits, withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
 import { postgresCreditTakes } from './credits';
 import { type CommitBatch, type JobGroup, PostgresGroupCommit } from './group-commit';
@@ -42,11 +42,10 @@ const keyWithCredits = {
   creditsRefilledAt: keyCredits.refilledAt,
 };
 const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
-type Joined = Row & Parameters<typeof withCredits>[0];
-const toRow = (joined: Joined): ApiKeyRow => {
-  const row = withCredits(joined);
-  return { ...row, secretHash: Buffer.from(row.secretHash as unknown as string, 'hex') };
-};
+type Joined = Row & JoinedCredits;
+// The hash arrives as hex text; the row is made by withCredits, so it has the shape every row has.
+const toRow = (joined: Joined): ApiKeyRow =>
+  withCredits({ ...joined, secretHash: Buffer.from(joined.secretHash, 'hex') });
 const toColumns = ({ credits: _, ...row }: ApiKeyRow): typeof apiKeys.$inferInsert => ({
   ...row,
   secretHash: Buffer.from(row.secretHash).toString('hex'),
