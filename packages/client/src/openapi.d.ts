@@ -201,6 +201,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the users
+         * @description Needs a token whose scope holds JWT_ADMIN_SCOPE. The users that hold live keys or a policy, ascending user id, paged: `limit` 1–100 (default 50) and `cursor` from the previous page.
+         */
+        get: operations["getAdminUsers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/apikeys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Find API keys
+         * @description Needs a token whose scope holds JWT_ADMIN_SCOPE. Every user's live keys, newest first, paged as a user's list. `q` (1–128 characters) filters them: starting with `kg_` it is a key id prefix, else a part of the name, letters A–Z matched without case; `%` and `_` are characters like any other.
+         */
+        get: operations["getAdminApikeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/overview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Overview
+         * @description Needs a token whose scope holds JWT_ADMIN_SCOPE. Keys alive; keys created and verifications by code over the last 24 hours and 30 days; the ten keys and ten users with the most VALID verifications over the last 24 hours. Every verify and forward-auth answer with a code counts (tokens and unknown keys too), a forward-auth 401 without a credential and NO_RULE do not.
+         */
+        get: operations["getAdminOverview"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/users/{userId}/apikeys": {
         parameters: {
             query?: never;
@@ -345,6 +405,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/leaks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report leaked secrets
+         * @description Needs a token whose scope holds JWT_ADMIN_SCOPE. Secrets found by any scanner (gitleaks, TruffleHog, …): each that is the secret of a live key gets LEAK_ACTION, an audit line apikey.leaked and the key.leaked event.
+         */
+        post: operations["postAdminLeaks"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/apikeys/verify": {
         parameters: {
             query?: never;
@@ -412,6 +492,46 @@ export interface paths {
          * @description Allows (200, identity in X-Keygate-* headers, the credential’s permissions in X-Keygate-Permissions; a rate-limited key adds RateLimit-Policy and RateLimit) or denies (401 without a credential, 403 for an invalid one, a level or permissions below those required, an address outside the key’s allowedIps or no matching route rule with FORWARD_AUTH_DEFAULT=deny, 429 with Retry-After for a rate limit or credits used up; every deny names its code in X-Keygate-Code). The required level is the highest of every minLevel=0..8 in the query, of the X-Keygate-Min-Level header and of the matching route rule; the required permissions are the AND of every permissions query parameter, of the X-Keygate-Permissions header and of the rule. The proxied method and path come from X-Forwarded-Method and X-Forwarded-Uri, X-Original-Method and X-Original-URI, or the path after /forward-auth. Other query parameters (the client’s own, forwarded by a proxy) are ignored.
          */
         trace: operations["traceForwardAuth"];
+    };
+    "/apikeys/sessions/jwt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A console link for your user (jwt)
+         * @description Authenticated by a JSON Web Token. A one-time link to keygate's console for the token's user, at the token's level: give it to your logged-in user. Its code is valid 5 minutes and opens one session.
+         */
+        post: operations["postApikeysSessionsJwt"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A console link for a user, or for the operator
+         * @description Needs a token whose scope holds JWT_ADMIN_SCOPE. With userId: a one-time link to that user's console at level 8; with "operator": true: to the operator's console. Its code is valid 5 minutes and opens one session.
+         */
+        post: operations["postAdminSessions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
     };
 }
 export type webhooks = Record<string, never>;
@@ -501,6 +621,15 @@ export interface components {
                  */
                 permissions: string[] | null;
             };
+            /** @description Present once the key’s secret was reported leaked (docs/leaks.md): when it was first reported, ISO 8601 with milliseconds. */
+            leakedAt?: string;
+            /** @description Who first reported it: github:<where>, or the source given to /admin/leaks. */
+            leakSource?: string;
+            /**
+             * @description Present while the key is in its grace period after a rotation: it verifies until expiresAt, but acts on no key.
+             * @constant
+             */
+            retiring?: true;
         };
         KeyListResponse: {
             /** @constant */
@@ -582,6 +711,15 @@ export interface components {
                      */
                     permissions: string[] | null;
                 };
+                /** @description Present once the key’s secret was reported leaked (docs/leaks.md): when it was first reported, ISO 8601 with milliseconds. */
+                leakedAt?: string;
+                /** @description Who first reported it: github:<where>, or the source given to /admin/leaks. */
+                leakSource?: string;
+                /**
+                 * @description Present while the key is in its grace period after a rotation: it verifies until expiresAt, but acts on no key.
+                 * @constant
+                 */
+                retiring?: true;
             }[];
             /** @description Pass as `cursor` for the next page; null on the last page. */
             nextCursor: string | null;
@@ -666,6 +804,15 @@ export interface components {
                      */
                     permissions: string[] | null;
                 };
+                /** @description Present once the key’s secret was reported leaked (docs/leaks.md): when it was first reported, ISO 8601 with milliseconds. */
+                leakedAt?: string;
+                /** @description Who first reported it: github:<where>, or the source given to /admin/leaks. */
+                leakSource?: string;
+                /**
+                 * @description Present while the key is in its grace period after a rotation: it verifies until expiresAt, but acts on no key.
+                 * @constant
+                 */
+                retiring?: true;
             };
         };
         RotateBody: {
@@ -930,6 +1077,261 @@ export interface components {
             result: "success";
             userId: number;
         };
+        /** UserSummary */
+        UserSummary: {
+            userId: number;
+            /** @description With JWT_USER_IDS=mapped: the token subject the user id was given to. */
+            subject?: string;
+            /** @description Live keys. */
+            keys: number;
+            /** @description The latest last use of the user's live keys (ISO 8601 with milliseconds); null: none used. */
+            lastUsedAt: string | null;
+            /** UserPolicy */
+            policy?: {
+                /** RateLimit */
+                ratelimit: {
+                    /** @description Verifications allowed per duration. */
+                    limit: number;
+                    /** @description Seconds. */
+                    duration: number;
+                } | null;
+                /** Credits */
+                credits: {
+                    /** @description Credits left; each VALID verification takes its cost. */
+                    remaining: number;
+                    refill?: {
+                        /** @description remaining is set to this (not added) at every refill. */
+                        amount: number;
+                        /** @description Seconds between refills, counted from when credits were set. */
+                        interval: number;
+                    };
+                } | null;
+                /** @description Replaces MAX_KEYS_PER_USER for the user. */
+                maxKeys: number | null;
+                /** @description The highest level of the user’s keys. */
+                maxLevel: number | null;
+                /**
+                 * Permissions
+                 * @description Distinct permission names of 1..128 characters of A-Z a-z 0-9 . _ : - /; a name may end in the wildcard .* (documents.* covers documents.read and documents.comments.write, not documents), and * covers all.
+                 */
+                permissions: string[] | null;
+            };
+        };
+        /** UserListResponse */
+        UserListResponse: {
+            /** @constant */
+            result: "success";
+            users: {
+                userId: number;
+                /** @description With JWT_USER_IDS=mapped: the token subject the user id was given to. */
+                subject?: string;
+                /** @description Live keys. */
+                keys: number;
+                /** @description The latest last use of the user's live keys (ISO 8601 with milliseconds); null: none used. */
+                lastUsedAt: string | null;
+                /** UserPolicy */
+                policy?: {
+                    /** RateLimit */
+                    ratelimit: {
+                        /** @description Verifications allowed per duration. */
+                        limit: number;
+                        /** @description Seconds. */
+                        duration: number;
+                    } | null;
+                    /** Credits */
+                    credits: {
+                        /** @description Credits left; each VALID verification takes its cost. */
+                        remaining: number;
+                        refill?: {
+                            /** @description remaining is set to this (not added) at every refill. */
+                            amount: number;
+                            /** @description Seconds between refills, counted from when credits were set. */
+                            interval: number;
+                        };
+                    } | null;
+                    /** @description Replaces MAX_KEYS_PER_USER for the user. */
+                    maxKeys: number | null;
+                    /** @description The highest level of the user’s keys. */
+                    maxLevel: number | null;
+                    /**
+                     * Permissions
+                     * @description Distinct permission names of 1..128 characters of A-Z a-z 0-9 . _ : - /; a name may end in the wildcard .* (documents.* covers documents.read and documents.comments.write, not documents), and * covers all.
+                     */
+                    permissions: string[] | null;
+                };
+            }[];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
+        };
+        /** KeySearchResponse */
+        KeySearchResponse: {
+            /** @constant */
+            result: "success";
+            apikeys: {
+                key: string;
+                name: string;
+                level: number;
+                userId: number;
+                /** @description ISO 8601 UTC with milliseconds. */
+                createdAt: string;
+                /** @description ISO 8601 UTC with milliseconds. */
+                expiresAt: string;
+                enabled: boolean;
+                /** @description The latest valid verification or /key authentication, ISO 8601 with milliseconds; null when never used. Written in batches: at most USAGE_FLUSH_SECONDS behind. */
+                lastUsedAt: string | null;
+                /**
+                 * KeyMeta
+                 * @description Free-form metadata: a JSON object of at most 2,048 bytes as compact UTF-8 JSON.
+                 */
+                meta?: {
+                    [key: string]: unknown;
+                };
+                /** RateLimit */
+                ratelimit?: {
+                    /** @description Verifications allowed per duration. */
+                    limit: number;
+                    /** @description Seconds. */
+                    duration: number;
+                };
+                /** Credits */
+                credits?: {
+                    /** @description Credits left; each VALID verification takes its cost. */
+                    remaining: number;
+                    refill?: {
+                        /** @description remaining is set to this (not added) at every refill. */
+                        amount: number;
+                        /** @description Seconds between refills, counted from when credits were set. */
+                        interval: number;
+                    };
+                };
+                /**
+                 * Permissions
+                 * @description Distinct permission names of 1..128 characters of A-Z a-z 0-9 . _ : - /; a name may end in the wildcard .* (documents.* covers documents.read and documents.comments.write, not documents), and * covers all.
+                 */
+                permissions?: string[];
+                /**
+                 * AllowedIps
+                 * @description IPv4 or IPv6 addresses and CIDR blocks (203.0.113.0/24, 2001:db8::/32) the key may be used from; an IPv4-mapped IPv6 address is its IPv4 address.
+                 */
+                allowedIps?: string[];
+                /** UserPolicy */
+                policy?: {
+                    /** RateLimit */
+                    ratelimit: {
+                        /** @description Verifications allowed per duration. */
+                        limit: number;
+                        /** @description Seconds. */
+                        duration: number;
+                    } | null;
+                    /** Credits */
+                    credits: {
+                        /** @description Credits left; each VALID verification takes its cost. */
+                        remaining: number;
+                        refill?: {
+                            /** @description remaining is set to this (not added) at every refill. */
+                            amount: number;
+                            /** @description Seconds between refills, counted from when credits were set. */
+                            interval: number;
+                        };
+                    } | null;
+                    /** @description Replaces MAX_KEYS_PER_USER for the user. */
+                    maxKeys: number | null;
+                    /** @description The highest level of the user’s keys. */
+                    maxLevel: number | null;
+                    /**
+                     * Permissions
+                     * @description Distinct permission names of 1..128 characters of A-Z a-z 0-9 . _ : - /; a name may end in the wildcard .* (documents.* covers documents.read and documents.comments.write, not documents), and * covers all.
+                     */
+                    permissions: string[] | null;
+                };
+                /** @description Present once the key’s secret was reported leaked (docs/leaks.md): when it was first reported, ISO 8601 with milliseconds. */
+                leakedAt?: string;
+                /** @description Who first reported it: github:<where>, or the source given to /admin/leaks. */
+                leakSource?: string;
+                /**
+                 * @description Present while the key is in its grace period after a rotation: it verifies until expiresAt, but acts on no key.
+                 * @constant
+                 */
+                retiring?: true;
+            }[];
+            /** @description Pass as `cursor` for the next page; null on the last page. */
+            nextCursor: string | null;
+        };
+        /**
+         * OverviewResponse
+         * @description day: the last 24 hours, month: the last 30 days, both in whole UTC hours, the current one included.
+         */
+        OverviewResponse: {
+            /** @constant */
+            result: "success";
+            /** @description Live keys. */
+            keys: number;
+            /** @description Keys created (rotations included, keys deleted since too). */
+            created: {
+                day: number;
+                month: number;
+            };
+            verifications: {
+                /** @description Verification answers by their code (VALID, NOT_FOUND, …); codes never given are absent. */
+                day: {
+                    [key: string]: number;
+                };
+                /** @description Verification answers by their code (VALID, NOT_FOUND, …); codes never given are absent. */
+                month: {
+                    [key: string]: number;
+                };
+            };
+            /** @description The ten keys with the most VALID verifications over the last 24 hours; none with 0. */
+            topKeys: {
+                key: string;
+                userId: number;
+                name: string;
+                valid: number;
+            }[];
+            /** @description The ten users whose keys had the most VALID verifications over the last 24 hours. */
+            topUsers: {
+                userId: number;
+                valid: number;
+            }[];
+        };
+        /** LeakReportRequest */
+        LeakReportRequest: {
+            /** @description Secrets found by a scanner: 1 to 100 strings of 1 to 256 characters. */
+            secrets: string[];
+            /** @description Who found them (e.g. gitleaks), 1 to 100 characters without control characters; default admin. */
+            source?: string;
+        };
+        /** LeakReportResponse */
+        LeakReportResponse: {
+            /** @constant */
+            result: "success";
+            /** @description Each live key a secret belonged to, in the order of the secrets. */
+            found: {
+                key: string;
+                /** @enum {string} */
+                action: "disabled" | "deleted" | "notified";
+            }[];
+            /** @description How many distinct secrets belonged to no live key. */
+            notFound: number;
+        };
+        /** GithubSecretScanningAlerts */
+        GithubSecretScanningAlerts: {
+            /** @description The secret GitHub found. */
+            token: string;
+            /** @description The token type registered with GitHub. */
+            type?: string;
+            /** @description Where GitHub found it. */
+            url?: string;
+            /** @description What kind of place: content, commit, npm, … */
+            source?: string;
+        }[];
+        /** GithubSecretScanningFeedback */
+        GithubSecretScanningFeedback: {
+            token_raw: string;
+            token_type: string;
+            /** @enum {string} */
+            label: "true_positive" | "false_positive";
+        }[];
         Principal: {
             /** @constant */
             type: "key";
@@ -1110,6 +1512,35 @@ export interface components {
                 /** @description With JWT_USER_IDS=mapped: the token's sub, which userId was given to. */
                 subject?: string;
             };
+        };
+        /** SessionLinkRequest */
+        SessionLinkRequest: {
+            /** @description How long the console session lasts once the link is opened (default CONSOLE_SESSION_SECONDS). */
+            sessionSeconds?: number;
+        };
+        /** SessionLinkResponse */
+        SessionLinkResponse: {
+            /** @constant */
+            result: "success";
+            /** @description The one-time console link: a path, or an absolute URL with PUBLIC_URL. Its code (in the fragment) opens one session within 5 minutes. */
+            url: string;
+            /**
+             * Format: date-time
+             * @description The link's expiry (ISO 8601 with milliseconds).
+             */
+            expiresAt: string;
+        };
+        /** AdminSessionRequest */
+        AdminSessionRequest: {
+            /** @description keygate's user id: a console for that user at level 8 (or give operator). */
+            userId?: number;
+            /**
+             * @description The operator's console (or give userId).
+             * @constant
+             */
+            operator?: true;
+            /** @description How long the console session lasts once the link is opened (default CONSOLE_SESSION_SECONDS). */
+            sessionSeconds?: number;
         };
         /** Health */
         Health: {
@@ -2555,6 +2986,262 @@ export interface operations {
             };
         };
     };
+    getAdminUsers: {
+        parameters: {
+            query?: {
+                limit?: number;
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserListResponse"];
+                };
+            };
+            /** @description Bad Request: the body, a parameter or the key id is malformed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized: no credentials of this endpoint’s scheme */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden: credentials invalid or expired, or a level above the caller’s */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal Server Error: unexpected; the body names the request id */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service Unavailable: the database cannot answer now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getAdminApikeys: {
+        parameters: {
+            query?: {
+                limit?: number;
+                cursor?: string;
+                q?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["KeySearchResponse"];
+                };
+            };
+            /** @description Bad Request: the body, a parameter or the key id is malformed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized: no credentials of this endpoint’s scheme */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden: credentials invalid or expired, or a level above the caller’s */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal Server Error: unexpected; the body names the request id */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service Unavailable: the database cannot answer now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getAdminOverview: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OverviewResponse"];
+                };
+            };
+            /** @description Bad Request: the body, a parameter or the key id is malformed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized: no credentials of this endpoint’s scheme */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden: credentials invalid or expired, or a level above the caller’s */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal Server Error: unexpected; the body names the request id */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service Unavailable: the database cannot answer now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     getAdminUsersByUserIdApikeys: {
         parameters: {
             query?: never;
@@ -3632,6 +4319,93 @@ export interface operations {
             };
         };
     };
+    postAdminLeaks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LeakReportRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LeakReportResponse"];
+                };
+            };
+            /** @description Bad Request: the body, a parameter or the key id is malformed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized: no credentials of this endpoint’s scheme */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden: credentials invalid or expired, or a level above the caller’s */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Content Too Large: the body is over 16 KiB */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal Server Error: unexpected; the body names the request id */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service Unavailable: the database cannot answer now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     postApikeysVerify: {
         parameters: {
             query?: never;
@@ -4332,6 +5106,180 @@ export interface operations {
             };
             /** @description Status 429 */
             429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal Server Error: unexpected; the body names the request id */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service Unavailable: the database cannot answer now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postApikeysSessionsJwt: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SessionLinkRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionLinkResponse"];
+                };
+            };
+            /** @description Bad Request: the body, a parameter or the key id is malformed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized: no credentials of this endpoint’s scheme */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden: credentials invalid or expired, or a level above the caller’s */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Content Too Large: the body is over 16 KiB */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Internal Server Error: unexpected; the body names the request id */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Service Unavailable: the database cannot answer now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postAdminSessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AdminSessionRequest"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionLinkResponse"];
+                };
+            };
+            /** @description Bad Request: the body, a parameter or the key id is malformed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Unauthorized: no credentials of this endpoint’s scheme */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Forbidden: credentials invalid or expired, or a level above the caller’s */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Content Too Large: the body is over 16 KiB */
+            413: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
