@@ -37,6 +37,8 @@ import {
 import type { OnVerdict, Verifier } from './verification/verdict';
 import { VERIFY_PATH, verifyAnswer, verifyRoutes } from './verification/verify';
 import { VERSION } from './version';
+import { webhookRoutes } from './webhooks/routes';
+import type { WebhookService } from './webhooks/service';
 
 export type AppDeps = {
   service: ApiKeyService;
@@ -67,6 +69,9 @@ export type AppDeps = {
   recordRouteTemplates?: boolean;
   /** Metrics: told of each committed change to keys, as the audit log is. */
   keyEvents?: KeyEvents;
+  /** The operator's webhook endpoints (/admin/webhooks). */
+  webhooks: WebhookService;
+  webhookAllowPrivate: boolean;
 };
 
 export function createApp({
@@ -88,6 +93,8 @@ export function createApp({
   onVerification,
   recordRouteTemplates = false,
   keyEvents,
+  webhooks,
+  webhookAllowPrivate,
 }: AppDeps) {
   const routes = { service, maxExpiresInSeconds, events: allKeyEvents(createAuditLog(logger), keyEvents) };
   const unavailable = createUnavailableLog(logger, clock);
@@ -127,6 +134,11 @@ export function createApp({
         name: 'Operator',
         description:
           "Any user's keys and user policies, for the operator's own services (a token with the admin scope).",
+      },
+      {
+        name: 'Webhooks',
+        description:
+          'Endpoints that receive signed events about keys (Standard Webhooks), and their messages (a token with the admin scope).',
       },
     ],
     securitySchemes: {
@@ -183,12 +195,19 @@ export function createApp({
     .use(
       adminRoutes({
         auth: operatorAuth(operators.jwt, operators.scope),
-        admin: createAdminService({ apikeys: service, store, usage, subjects: mappedSubjects, clock }),
+        admin: createAdminService({ apikeys: service, usage, subjects: mappedSubjects }),
         policies,
         events: routes.events,
         audit: createAdminAudit(logger),
         maxExpiresInSeconds,
         clock,
+      }),
+    )
+    .use(
+      webhookRoutes({
+        auth: operatorAuth(operators.jwt, operators.scope),
+        webhooks,
+        allowPrivate: webhookAllowPrivate,
       }),
     )
     // In Elysia for the document (and for any caller without the edge); the edge answers them first.

@@ -17,6 +17,7 @@ import { RATE_LIMIT_BOUNDS, type RateLimitRule } from './limits/rate-limit';
 import { type AddressList, parseTrustedProxies, trustedProxiesProblem } from './network/blocks';
 import { type PermissionQuery, parsePermissionQuery } from './permissions/query';
 import { parseRouteRules, type RouteRule, RouteRulesError } from './verification/route-rules';
+import { parseLeadTimes } from './webhooks/lead-times';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -86,6 +87,12 @@ export type Config = Readonly<{
   forwardAuthRules: { path: string; rules: readonly ForwardAuthRule[] } | undefined;
   /** What forward-auth does with a request no rule matches: any valid credential, or deny (NO_RULE). */
   forwardAuthDefault: 'credential' | 'deny';
+  /** Webhooks may go to http URLs and private, loopback or link-local addresses (tests, private networks). */
+  webhookAllowPrivate: boolean;
+  /** The lead times of key.expiring, in ms, largest first. */
+  webhookExpiringLeadMs: readonly number[];
+  /** Days settled webhook messages are kept; older ones are removed by the purge timer. */
+  webhookRetentionDays: number;
 }>;
 
 /** A forward-auth route rule, its permissions query parsed. */
@@ -189,6 +196,15 @@ export const SETTINGS = {
     default: 'credential',
     help: 'forward-auth for a request no rule matches: credential (any valid one) or deny',
   },
+  WEBHOOK_ALLOW_PRIVATE: {
+    default: 'false',
+    help: 'true lets webhooks go to http URLs and loopback, private or link-local addresses',
+  },
+  WEBHOOK_EXPIRING_LEAD: {
+    default: '7d,1d',
+    help: 'when key.expiring is sent before a key expires: a comma list of <n>s|m|h|d',
+  },
+  WEBHOOK_RETENTION_DAYS: { default: '7', help: 'days delivered webhook messages are kept (1 to 3650)' },
 } as const satisfies Record<string, SettingSpec>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -316,6 +332,9 @@ function buildConfig(
     trustedProxyList: trustedProxies(raw('TRUSTED_PROXIES') ?? ''),
     forwardAuthRules: forwardAuthRules(raw('FORWARD_AUTH_RULES_FILE')),
     forwardAuthDefault: forwardAuthDefault(raw('FORWARD_AUTH_DEFAULT') ?? 'credential'),
+    webhookAllowPrivate: booleanSetting('WEBHOOK_ALLOW_PRIVATE', raw('WEBHOOK_ALLOW_PRIVATE') ?? 'false'),
+    webhookExpiringLeadMs: leadTimes(raw('WEBHOOK_EXPIRING_LEAD') ?? '7d,1d'),
+    webhookRetentionDays: integer('WEBHOOK_RETENTION_DAYS', raw('WEBHOOK_RETENTION_DAYS'), 1, 3650),
   });
 }
 
@@ -349,6 +368,22 @@ export function readRouteRules(path: string, refused: (problem: string) => Error
   } catch (error) {
     if (error instanceof RouteRulesError) throw refused(`${path}: ${error.message}`);
     throw error;
+  }
+}
+
+function booleanSetting(name: SettingName, value: string): boolean {
+  if (value !== 'true' && value !== 'false')
+    throw new ConfigError(`${name} must be true or false (got "${value}").`);
+  return value === 'true';
+}
+
+function leadTimes(value: string): number[] {
+  try {
+    return parseLeadTimes(value);
+  } catch (error) {
+    throw new ConfigError(
+      `WEBHOOK_EXPIRING_LEAD must be a comma list of <n>s, <n>m, <n>h or <n>d, e.g. 7d,1d: ${(error as Error).message} (got "${value.slice(0, 60)}").`,
+    );
   }
 }
 

@@ -21,12 +21,14 @@ import { createPostgresRateLimiter } from './db/postgres/rate-limits';
 import { createPostgresApiKeyStore } from './db/postgres/store';
 import { createPostgresSubjectStore } from './db/postgres/subjects';
 import { createPostgresUsageStore } from './db/postgres/usage-store';
+import { createPostgresWebhookStore } from './db/postgres/webhooks';
 import { type CommitBatch, GroupCommitWriter } from './db/sqlite/group-commit';
 import { appliedMigrationCount, openDatabase } from './db/sqlite/open';
 import { createSqlitePolicyStore } from './db/sqlite/policies';
 import { createSqliteApiKeyStore } from './db/sqlite/store';
 import { createSqliteSubjectStore } from './db/sqlite/subjects';
 import { createSqliteUsageStore } from './db/sqlite/usage-store';
+import { createSqliteWebhookStore } from './db/sqlite/webhooks';
 import { withHttpEdge } from './http/edge';
 import { MemoryRateLimiter } from './limits/memory-rate-limiter';
 import { PendingAdmissions } from './limits/pending-admissions';
@@ -41,6 +43,12 @@ import { createUsageService } from './usage/service';
 import type { UsageStore } from './usage/store';
 import { createVerifier } from './verification/verdict';
 import { VERSION } from './version';
+import { createDerivedEvents } from './webhooks/derived';
+import type { Resolver } from './webhooks/destination';
+import { createOutbox } from './webhooks/outbox';
+import { createSender } from './webhooks/sender';
+import { createWebhookService } from './webhooks/service';
+import type { WebhookStore } from './webhooks/store';
 
 export type Engine = 'sqlite' | 'postgres';
 
@@ -53,6 +61,8 @@ export type OpenedStore = {
   usage: UsageStore;
   /** The operator's user policies (on SQLite, through the same writer). */
   policies: PolicyStore;
+  /** Webhook endpoints and the outbox's messages (on SQLite, through the same writer). */
+  webhooks: WebhookStore;
   /** The SQLite file's absolute path (or `:memory:`), or the PostgreSQL URL without its password. */
   database: string;
   /** How many migrations the database has applied. */
@@ -95,6 +105,7 @@ export async function openStore(
       subjects: createPostgresSubjectStore(db),
       usage: createPostgresUsageStore(db, { onWrite }),
       policies: await createPostgresPolicyStore(db, { listen: serving }),
+      webhooks: await createPostgresWebhookStore(db, { listen: serving }),
       database: database.redacted,
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       client: { engine: 'postgres', sql: db.$client },
@@ -114,6 +125,7 @@ export async function openStore(
     subjects: createSqliteSubjectStore(db, store.write),
     usage: createSqliteUsageStore(db, groupCommit),
     policies: createSqlitePolicyStore(db, store.write),
+    webhooks: createSqliteWebhookStore(db, store.write),
     database: database.path,
     appliedMigrations: async () => appliedMigrationCount(db),
     client: { engine: 'sqlite', sqlite: db.$client },
@@ -132,7 +144,18 @@ export async function createKeygate(
     writeLockWaitMs,
     usageTimer = intervalTimer,
     recordUsage = true,
+    webhookTimer = intervalTimer,
+    webhookDelivery = {},
   }: {
+    /** What runs the webhook sender's poll every second; tests drive one by hand. */
+    webhookTimer?: FlushTimer;
+    /** Tests: the webhook sender's HTTP client, resolver, timeout and signing clock. */
+    webhookDelivery?: {
+      fetch?: typeof fetch;
+      resolve?: Resolver;
+      timeoutMs?: number;
+      signingClock?: Clock;
+    };
     /** SQLite: how long writes wait for another process's write lock (default 2 s). */
     writeLockWaitMs?: number;
     /** The HS256 secret (see jwt-secret.ts); unused when tokens come from an identity provider. */
@@ -161,6 +184,9 @@ export async function createKeygate(
           version: VERSION,
           engine: config.database.engine,
           databaseUp: async () => (opened ? await opened.store.ping() : false),
+          webhookQueue: async () =>
+            opened ? await opened.webhooks.queueStats() : { depth: 0, oldestCreatedAt: undefined },
+          now: clock,
         });
   opened = await openStore(config, {
     onCommit: metrics?.commitObserved,
@@ -207,7 +233,11 @@ export async function createKeygate(
     clock,
     ttlSeconds: config.keyCacheSeconds,
   });
-  const policies = createPolicyService({ store: opened.policies, cache: policyCache, clock });
+  // Webhooks: which endpoints take which events (read now, then on every change), the outbox hooks the
+  // services give their writes, and the sender that delivers what they wrote.
+  const outbox = createOutbox({ store: opened.webhooks, clock, logger });
+  await outbox.refresh();
+  const policies = createPolicyService({ store: opened.policies, cache: policyCache, clock, outbox });
   const service = createApiKeyService({
     store,
     keys,
@@ -218,6 +248,31 @@ export async function createKeygate(
     // A replaced or removed rate limit's counts start afresh.
     onRateLimitReplaced: (lineage) =>
       rateLimiter.forget([counterOf('key', lineage), counterOf('operator', lineage)]),
+    outbox,
+  });
+  const derivedEvents = createDerivedEvents({
+    store: opened.webhooks,
+    outbox,
+    clock,
+    leadTimesMs: config.webhookExpiringLeadMs,
+    logger,
+  });
+  const sender = createSender({
+    store: opened.webhooks,
+    clock,
+    allowPrivate: config.webhookAllowPrivate,
+    logger,
+    observer: metrics?.webhooks,
+    timer: webhookTimer,
+    onPoll: expiringScan(clock, derivedEvents.scanExpiring),
+    ...webhookDelivery,
+  });
+  outbox.onCommitted(sender.wake);
+  const webhooks = createWebhookService({
+    store: opened.webhooks,
+    clock,
+    onMessagesDue: sender.wake,
+    subscriptionsChanged: outbox.refresh,
   });
   const jwt = createJwtAuthority({
     ...jwtKeySource(config, jwtSecret),
@@ -251,6 +306,7 @@ export async function createKeygate(
         pending: new PendingAdmissions(),
         clock,
       },
+      limitsNoticed: derivedEvents,
     }),
     forwardAuth: { rules: () => rules, unmatched: config.forwardAuthDefault },
     clientAddress: (request, context) =>
@@ -264,7 +320,10 @@ export async function createKeygate(
     onVerification: metrics?.verification,
     keyEvents: metrics?.keyEvents,
     recordRouteTemplates: metrics !== undefined,
+    webhooks,
+    webhookAllowPrivate: config.webhookAllowPrivate,
   });
+  sender.start();
   const handle = withHttpEdge(app.fetch, logger, {
     directRoute: app.directRoute,
     answerError: app.answerError,
@@ -285,6 +344,8 @@ export async function createKeygate(
     service,
     /** The operator's user policies; `policies.policyOf(userId)` answers at once when known. */
     policies,
+    /** Webhooks: the endpoints' rules, the store, the sender and the derived events (tests drive them). */
+    webhooks: { service: webhooks, store: opened.webhooks, outbox, sender, derived: derivedEvents },
     jwt,
     handle,
     metrics,
@@ -309,9 +370,25 @@ export async function createKeygate(
     },
     /** Writes the usage counts, waits for queued writes, then closes the database. */
     async close() {
+      await sender.stop();
       await usageFlusher.stop();
+      await opened.webhooks.close();
       await store.close();
     },
+  };
+}
+
+/** How often the key.expiring scan runs (on the sender's poll): a lead window is entered on the minute. */
+const EXPIRING_SCAN_MS = 60_000;
+
+/** The scan, at most once per EXPIRING_SCAN_MS of `clock`. */
+function expiringScan(clock: Clock, scan: () => Promise<number>): () => Promise<unknown> {
+  let last: number | undefined;
+  return async () => {
+    const now = clock();
+    if (last !== undefined && now - last < EXPIRING_SCAN_MS) return;
+    last = now;
+    await scan();
   };
 }
 

@@ -4,10 +4,9 @@
 
 import type { CreateKeyInput } from '../apikeys/model';
 import type { ApiKeyService, KeyPatch } from '../apikeys/service';
-import type { ApiKeyStore, ListPosition } from '../apikeys/store';
+import type { ListPosition } from '../apikeys/store';
 import type { Caller } from '../auth/caller';
 import type { SubjectStore } from '../auth/subjects';
-import type { Clock } from '../core/clock';
 import { DomainError } from '../core/errors';
 import { MAX_LEVEL } from '../core/levels';
 import type { Granularity, UsageService } from '../usage/service';
@@ -33,17 +32,13 @@ export function actingFor(operator: Operator, userId: number): Caller {
 
 export function createAdminService({
   apikeys,
-  store,
   usage,
   subjects,
-  clock,
 }: {
   apikeys: ApiKeyService;
   /** With JWT_USER_IDS=mapped: the user ids given to (issuer, subject) pairs. */
   subjects: Pick<SubjectStore, 'findUserId'> | undefined;
-  store: Pick<ApiKeyStore, 'deleteKeysOfUser'>;
   usage: Pick<UsageService, 'history' | 'userHistory'>;
-  clock: Clock;
 }) {
   /** The operator acting for the user of the live key `id` (404 when there is none). */
   const actingForOwnerOf = async (operator: Operator, id: string) =>
@@ -71,8 +66,8 @@ export function createAdminService({
     },
 
     /** Every key of the user, in one transaction; resolves with how many were live. */
-    revokeAllKeys(userId: number, signal?: AbortSignal): Promise<number> {
-      return store.deleteKeysOfUser(userId, clock(), signal);
+    revokeAllKeys(operator: Operator, userId: number, signal?: AbortSignal): Promise<number> {
+      return apikeys.revokeAllKeys(userId, operator.by, signal);
     },
 
     async keyUsage(id: string, query: UsageQuery) {

@@ -8,6 +8,8 @@ import type { Caller } from '../auth/caller';
 import type { Clock } from '../core/clock';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
 import { firstOutside } from '../network/blocks';
+import type { OutboxHook } from '../webhooks/events';
+import type { Outbox } from '../webhooks/outbox';
 import {
   AllowedIpsWideningError,
   ConstrainedKeyError,
@@ -68,7 +70,12 @@ export type ApiKeyServiceOptions = {
   lastUsedAt?: (keyId: string, stored: number | null | undefined) => number | null;
   /** Told, before the update answers, that a lineage's rate limit was replaced or removed. */
   onRateLimitReplaced?: (lineage: string) => Promise<void> | void;
+  /** The webhooks' outbox: each change's events, written in its transaction (absent: none). */
+  outbox?: Pick<Outbox, 'hook' | 'hookEach' | 'both' | 'committed'>;
 };
+
+/** Why a key.deleted was sent. */
+export type DeletedReason = 'deleted' | 'revoked' | 'expired';
 
 export type ApiKeyService = ReturnType<typeof createApiKeyService>;
 
@@ -95,7 +102,20 @@ export function createApiKeyService({
   policyOf = () => undefined,
   lastUsedAt = (_keyId, stored) => stored ?? null,
   onRateLimitReplaced,
+  outbox,
 }: ApiKeyServiceOptions) {
+  /** Key info as an event's `data` holds it (the list's shape, `by` and the event's own fields). */
+  const eventData = (row: ApiKeyRow, by: string, fields: Record<string, unknown> = {}) => ({
+    ...summaryOf(row, clock(), lastUsedAt(row.id, row.lastUsedAt)),
+    by,
+    ...fields,
+  });
+  /** Awaits a write, then wakes the sender when it carried messages. */
+  const written = async <T>(write: Promise<T>, hook: unknown): Promise<T> => {
+    const value = await write;
+    if (hook !== undefined) outbox?.committed();
+    return value;
+  };
   /** Key info, with the latest use the usage counter knows of and the user's policy, if any. */
   const infoOf = (row: ApiKeyRow, now: number, policy: StoredPolicy | undefined): KeySummary => {
     const info = summaryOf(row, now, lastUsedAt(row.id, row.lastUsedAt));
@@ -165,7 +185,9 @@ export function createApiKeyService({
         permissions: storedList(input.permissions),
         allowedIps: storedList(input.allowedIps),
       });
-      if ((await store.insertKeyWithinLimit(row, maxKeysPerUser, signal)) === 'limit-reached') {
+      const hook = outbox?.hook<ApiKeyRow>('key.created', (inserted) => eventData(inserted, caller.by));
+      const outcome = await written(store.insertKeyWithinLimit(row, maxKeysPerUser, signal, hook), hook);
+      if (outcome === 'limit-reached') {
         throw new KeyCapReachedError(await capOf(caller.userId));
       }
       // The six fields, and exactly the settings the request gave.
@@ -180,11 +202,53 @@ export function createApiKeyService({
       };
     },
 
-    /** Resolves with the deleted row once its removal is committed. */
-    async revokeKey(caller: Caller, id: string, signal?: AbortSignal): Promise<ApiKeyRow> {
+    /**
+     * Resolves with the deleted row once its removal is committed. `also`: more events of the same
+     * change (the leaks' key.leaked), written in its transaction.
+     */
+    async revokeKey(
+      caller: Caller,
+      id: string,
+      signal?: AbortSignal,
+      also?: OutboxHook<ApiKeyRow>,
+    ): Promise<ApiKeyRow> {
       const row = await ownLiveKey(caller, id, 'delete');
-      if (!(await store.deleteKey(id, signal))) throw new KeyNotFoundError();
+      const hook = outbox?.both<string>(
+        outbox.hook('key.deleted', () => eventData(row, caller.by, { reason: 'deleted' })),
+        also && (() => also(row)),
+      );
+      if (!(await written(store.deleteKey(id, signal, hook), hook))) throw new KeyNotFoundError();
       return row;
+    },
+
+    /**
+     * Every key of the user, in one transaction, each live one's key.deleted (`reason: revoked`) in
+     * it; resolves with how many were live.
+     */
+    revokeAllKeys(userId: number, by: string, signal?: AbortSignal): Promise<number> {
+      const hook = outbox?.hookEach<ApiKeyRow[]>('key.deleted', (rows) =>
+        rows.map((row) => eventData(row, by, { reason: 'revoked' })),
+      );
+      return written(store.deleteKeysOfUser(userId, clock(), signal, hook), hook);
+    },
+
+    /** The purge's batch: expired keys, each one's key.deleted (`reason: expired`) in its transaction. */
+    deleteExpiredBatch(now: number, limit: number): Promise<number> {
+      const hook = outbox?.hookEach<ApiKeyRow[]>('key.deleted', (rows) =>
+        rows.map((row) => eventData(row, 'purge', { reason: 'expired' })),
+      );
+      return written(store.deleteExpiredBatch(now, limit, hook), hook);
+    },
+
+    /**
+     * The key.leaked event of `row` (§25), for the leaks code to give the disable's or delete's write
+     * (`also`) so that it is written in the same transaction; undefined when nobody subscribes.
+     */
+    leakedEvent(
+      by: string,
+      fields: { source?: string; url?: string; action: 'disabled' | 'deleted' | 'notified' },
+    ): OutboxHook<ApiKeyRow> | undefined {
+      return outbox?.hook<ApiKeyRow>('key.leaked', (row) => eventData(row, by, fields));
     },
 
     /** The user of the live key `id`, for the operator, who acts on any user's keys; 404 as for get. */
@@ -226,7 +290,13 @@ export function createApiKeyService({
      * expiry earlier, its permissions and addresses narrower; permissions set are a grant (grants.ts).
      * Resolves with the key as updated, and the names of the properties changed.
      */
-    async updateKey(caller: Caller, id: string, patch: KeyPatch, signal?: AbortSignal) {
+    async updateKey(
+      caller: Caller,
+      id: string,
+      patch: KeyPatch,
+      signal?: AbortSignal,
+      also?: OutboxHook<ApiKeyRow>,
+    ) {
       const row = await ownLiveKey(caller, id, 'update');
       if (patch.level !== undefined && patch.level > caller.level) {
         throw new LevelTooHighError(`You may set levels up to ${caller.level}, not ${patch.level}.`);
@@ -262,10 +332,15 @@ export function createApiKeyService({
         ...(patch.permissions === undefined ? {} : { permissions: storedList(patch.permissions) }),
         ...(patch.allowedIps === undefined ? {} : { allowedIps: storedList(patch.allowedIps) }),
       };
-      const updated = await store.updateKey(id, update, now, signal);
+      const changed = Object.keys(patch);
+      const hook = outbox?.both<ApiKeyRow>(
+        outbox.hook('key.updated', (row: ApiKeyRow) => eventData(row, caller.by, { changed })),
+        also,
+      );
+      const updated = await written(store.updateKey(id, update, now, signal, hook), hook);
       if (updated === undefined) throw new KeyNotFoundError();
       if (patch.ratelimit !== undefined) await onRateLimitReplaced?.(lineageOf(updated));
-      return { apikey: infoOf(updated, now, policy), row: updated, changed: Object.keys(patch) };
+      return { apikey: infoOf(updated, now, policy), row: updated, changed };
     },
 
     /**
@@ -298,15 +373,24 @@ export function createApiKeyService({
         allowedIps: previous.allowedIps ?? null,
       });
       const previousExpiresAt = Math.min(previous.expiresAt, now + gracePeriodSeconds * 1000);
-      const outcome = await store.rotateKey(
-        {
-          previousId: previous.id,
-          previousExpiresAt,
-          next: row,
-          // Without a grace period the old key stops at once, so the count does not grow.
-          limit: gracePeriodSeconds > 0 ? maxKeysPerUser : undefined,
-        },
-        signal,
+      const hook = outbox?.hook('key.rotated', () =>
+        eventData({ ...row, credits: previous.credits }, caller.by, {
+          previous: { key: previous.id, expiresAt: new Date(previousExpiresAt).toISOString() },
+        }),
+      );
+      const outcome = await written(
+        store.rotateKey(
+          {
+            previousId: previous.id,
+            previousExpiresAt,
+            next: row,
+            // Without a grace period the old key stops at once, so the count does not grow.
+            limit: gracePeriodSeconds > 0 ? maxKeysPerUser : undefined,
+          },
+          signal,
+          hook,
+        ),
+        hook,
       );
       if (outcome === 'not-found') throw new KeyNotFoundError();
       if (outcome === 'limit-reached') throw new KeyCapReachedError(await capOf(previous.userId));

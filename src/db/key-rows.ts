@@ -8,14 +8,28 @@ export type JoinedCredits = {
   creditsRefillAmount: number | null;
   creditsRefillIntervalMs: number | null;
   creditsRefilledAt: number | null;
+  /** What the credits were last set to, and when (absent where a read leaves them out). */
+  creditsSetRemaining?: number | null;
+  creditsSetAt?: number | null;
 };
 
 /** The row of a key read with its credits. */
 export function withCredits<R extends JoinedCredits>(joined: R): Omit<R, keyof JoinedCredits> & ApiKeyRow {
-  const { creditsRemaining, creditsRefillAmount, creditsRefillIntervalMs, creditsRefilledAt, ...row } =
-    joined;
+  const {
+    creditsRemaining,
+    creditsRefillAmount,
+    creditsRefillIntervalMs,
+    creditsRefilledAt,
+    creditsSetRemaining,
+    creditsSetAt,
+    ...row
+  } = joined;
   return {
     ...(row as unknown as ApiKeyRow),
+    creditsSet:
+      creditsSetRemaining == null || creditsSetAt == null
+        ? null
+        : { remaining: Number(creditsSetRemaining), at: Number(creditsSetAt) },
     credits:
       creditsRemaining === null || creditsRefilledAt === null
         ? null

@@ -1,0 +1,47 @@
+// The webhook events (§24), the outbox's message, and how one is built: a Standard Webhooks body
+// `{"type","timestamp","data"}` for each endpoint subscribed to its type. Knows no SQL and no HTTP.
+
+export const EVENT_TYPES = [
+  'key.created',
+  'key.updated',
+  'key.rotated',
+  'key.deleted',
+  'key.expiring',
+  'key.credits_low',
+  'key.credits_exhausted',
+  'key.rate_limited',
+  'key.leaked',
+  'user.policy_updated',
+] as const;
+
+export type EventType = (typeof EVENT_TYPES)[number];
+
+export const isEventType = (name: string): name is EventType =>
+  (EVENT_TYPES as readonly string[]).includes(name);
+
+/** One row of the outbox: an event for one endpoint, its webhook-id and its signed body. */
+export type OutboxMessage = {
+  id: string;
+  endpointId: string;
+  type: EventType;
+  body: string;
+  createdAt: number;
+};
+
+/**
+ * What a store's write runs inside its transaction, given what the write did (the row inserted or
+ * updated, the rows deleted): the messages to insert with it. The services build it; the stores only
+ * insert what it answers.
+ */
+export type OutboxHook<T> = (outcome: T) => readonly OutboxMessage[];
+
+/** A webhook-id: `msg_` and 128 random bits, unique per message and endpoint. */
+export function newMessageId(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return `msg_${Buffer.from(bytes).toString('base64url')}`;
+}
+
+/** The message body: `data` never holds a secret, a hash or a token (the callers give key info). */
+export function messageBody(type: EventType, at: number, data: Record<string, unknown>): string {
+  return JSON.stringify({ type, timestamp: new Date(at).toISOString(), data });
+}
