@@ -132,7 +132,7 @@ export function createSender({
       };
     } catch (error) {
       const reason = abort.signal.aborted
-        ? `No answer within ${Math.round(timeoutMs / 1000)} s.`
+        ? `No answer within ${timeoutMs / 1000} s.`
         : `The request failed (${(error as { code?: string }).code ?? (error as Error).message}).`;
       return { status: null, error: reason, retryAfter: undefined };
     } finally {
@@ -164,13 +164,14 @@ export function createSender({
     const now = clock();
     const delivered = result.status !== null && result.status >= 200 && result.status < 300;
     let outcome: AttemptOutcome;
+    let givenUp = false;
     if (delivered) outcome = { kind: 'delivered' };
     else if (result.status === 410 || !endpoint.enabled) outcome = { kind: 'failed' };
     else {
       const delay = result.retryAfter ?? RETRY_DELAYS_MS[attempt - 1] ?? LATER_RETRY_MS;
       const retryAt = now + Math.min(Math.max(delay, SECOND), LATER_RETRY_MS);
-      outcome =
-        retryAt > message.createdAt + GIVE_UP_AFTER_MS ? { kind: 'failed' } : { kind: 'retry', retryAt };
+      givenUp = retryAt > message.createdAt + GIVE_UP_AFTER_MS;
+      outcome = givenUp ? { kind: 'failed' } : { kind: 'retry', retryAt };
     }
     await store.recordAttempt(
       message.id,
@@ -183,12 +184,13 @@ export function createSender({
     observer?.message(message.type, outcome.kind);
     if (!endpoint.enabled) return;
     if (result.status === 410) await disable(endpoint, 'gone');
-    else if (
-      !delivered &&
-      endpoint.failingSince !== null &&
-      now - endpoint.failingSince >= GIVE_UP_AFTER_MS
-    ) {
-      await disable(endpoint, 'failing');
+    else if (!delivered) {
+      // Three days of failures: this message failed for three days with no delivery since, or the
+      // endpoint has failed for three days.
+      const failingSince = endpoint.failingSince ?? now;
+      if ((givenUp && failingSince <= message.createdAt) || now - failingSince >= GIVE_UP_AFTER_MS) {
+        await disable(endpoint, 'failing');
+      }
     }
   }
 

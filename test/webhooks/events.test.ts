@@ -1,9 +1,12 @@
 // Every change §24 lists sends its event, written in the change's transaction, signed by Standard
 // Webhooks (checked with the standard's own library), its data the key info and never a secret, a
 // hash or a token. On both engines (KEYGATE_TEST_DATABASE=postgres).
-import { afterEach, describe, expect, it } from 'bun:test';
+import { afterEach, describe, expect, it, setDefaultTimeout } from 'bun:test';
 import { createHash } from 'node:crypto';
 import { assertNoSecrets, type Received, verified, webhookSetup } from './support';
+
+// On PostgreSQL the first test of a run also creates the template database.
+setDefaultTimeout(30_000);
 
 let setup: Awaited<ReturnType<typeof webhookSetup>> | undefined;
 afterEach(async () => {
