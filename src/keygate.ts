@@ -370,6 +370,7 @@ export async function createKeygate(
     },
     /** Writes the usage counts, waits for queued writes, then closes the database. */
     async close() {
+      await derivedEvents.settled();
       await sender.stop();
       await usageFlusher.stop();
       await opened.webhooks.close();

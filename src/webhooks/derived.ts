@@ -37,6 +37,12 @@ export function createDerivedEvents({
   logger: Pick<Logger, 'warn'>;
 }) {
   const remembered = new Map<string, number>();
+  /** Writes of events in flight (the verifications that noticed them do not wait for them). */
+  const inFlight = new Set<Promise<unknown>>();
+  const track = (write: Promise<unknown>) => {
+    inFlight.add(write);
+    void write.finally(() => inFlight.delete(write));
+  };
   const remember = (mark: string, at: number) => {
     if (remembered.size >= REMEMBERED_MARKS) remembered.delete(remembered.keys().next().value as string);
     remembered.set(mark, at);
@@ -71,6 +77,11 @@ export function createDerivedEvents({
   };
 
   return {
+    /** Resolves once the events noticed so far are written (tests; a clean stop). */
+    async settled(): Promise<void> {
+      await Promise.all([...inFlight]);
+    },
+
     /** key.expiring for every key that entered a lead window and has not had it; resolves with how many. */
     async scanExpiring(): Promise<number> {
       if (!outbox.wants('key.expiring')) return 0;
@@ -101,8 +112,8 @@ export function createDerivedEvents({
     rateLimited(row: ApiKeyRow, ratelimit: { limit: number; duration: number; scope: string }): void {
       if (!outbox.wants('key.rate_limited')) return;
       const now = clock();
-      void once(`rate_limited:${row.id}`, now, MINUTE, 'key.rate_limited', () =>
-        data(row, now, { ratelimit }),
+      track(
+        once(`rate_limited:${row.id}`, now, MINUTE, 'key.rate_limited', () => data(row, now, { ratelimit })),
       );
     },
 
@@ -111,8 +122,10 @@ export function createDerivedEvents({
       if (row.credits == null || !outbox.wants('key.credits_exhausted')) return;
       const now = clock();
       const cycle = effectiveCredits(row.credits, now).refilledAt;
-      void once(`credits_exhausted:${lineageOf(row)}:${cycle}`, now, undefined, 'key.credits_exhausted', () =>
-        data(row, now, { remaining: 0 }),
+      track(
+        once(`credits_exhausted:${lineageOf(row)}:${cycle}`, now, undefined, 'key.credits_exhausted', () =>
+          data(row, now, { remaining: 0 }),
+        ),
       );
     },
 
@@ -127,8 +140,10 @@ export function createDerivedEvents({
       const cycle = effectiveCredits(credits, now).refilledAt;
       const began = row.creditsSet?.at === cycle ? row.creditsSet.remaining : credits.refillAmount;
       if (began == null || remaining * 10 >= began) return;
-      void once(`credits_low:${lineageOf(row)}:${cycle}`, now, undefined, 'key.credits_low', () =>
-        data(row, now, { remaining, threshold: Math.ceil(began / 10) }),
+      track(
+        once(`credits_low:${lineageOf(row)}:${cycle}`, now, undefined, 'key.credits_low', () =>
+          data(row, now, { remaining, threshold: Math.ceil(began / 10) }),
+        ),
       );
     },
   };
