@@ -3,7 +3,7 @@
 // derive) → the body → 404. Bodies are read after authentication and worded as one sentence.
 import { Elysia, t } from 'elysia';
 import type { operatorAuth } from '../admin/operator-auth';
-import { ErrorResponse } from '../apikeys/model';
+import { ErrorResponse, WholeNumber } from '../apikeys/model';
 import { READ_BODY_IN_TRANSFORM } from '../apikeys/routes';
 import { readJsonBody } from '../http/body';
 import { HttpError } from '../http/errors';
@@ -69,7 +69,9 @@ export const WebhookMessage = t.Object(
     attempts: t.Array(
       t.Object({
         at: t.String({ format: 'date-time' }),
-        status: t.Union([t.Integer(), t.Null()]),
+        status: t.Union([WholeNumber(), t.Null()], {
+          description: 'The HTTP status, or null when there was no answer.',
+        }),
         error: t.Union([t.String(), t.Null()]),
       }),
     ),

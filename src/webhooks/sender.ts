@@ -20,7 +20,7 @@ export const LATER_RETRY_MS = 12 * HOUR;
 export const GIVE_UP_AFTER_MS = 3 * 24 * HOUR;
 export const SEND_TIMEOUT_MS = 10 * SECOND;
 /** A claimed message is left to the others if not settled by then: well above the send timeout. */
-export const LEASE_MS = 60 * SECOND;
+export const LEASE_MS = 30 * SECOND;
 /** Messages claimed at once; they are sent concurrently. */
 export const CLAIM_BATCH = 64;
 /** How often a sender looks for due messages when not woken (messages of other replicas, retries). */
