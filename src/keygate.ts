@@ -132,6 +132,22 @@ export async function openStore(
   };
 }
 
+/**
+ * The purge of a one-shot command (`keygate purge`): through the key service, so that each purged
+ * key's key.deleted is written in its batch's transaction, as the server's purge does.
+ */
+export async function purgeWithEvents(opened: OpenedStore, clock: Clock) {
+  const outbox = createOutbox({ store: opened.webhooks, clock });
+  await outbox.refresh();
+  return createApiKeyService({
+    store: opened.store,
+    keys: { find: (id) => opened.store.findKey(id) },
+    clock,
+    maxKeysPerUser: 0,
+    outbox,
+  });
+}
+
 export type Keygate = Awaited<ReturnType<typeof createKeygate>>;
 
 export async function createKeygate(
