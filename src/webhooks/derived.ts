@@ -10,7 +10,7 @@ import { lineageOf } from '../apikeys/settings';
 import type { ApiKeyRow } from '../apikeys/store';
 import type { Clock } from '../core/clock';
 import type { Logger } from '../core/log';
-import { effectiveCredits } from '../limits/credits';
+import { effectiveCredits, nextRefillAt } from '../limits/credits';
 import { leadText } from './lead-times';
 import type { Outbox } from './outbox';
 import type { WebhookStore } from './store';
@@ -20,6 +20,14 @@ const MINUTE = 60_000;
 const SCAN_BATCH = 100;
 /** How many marks this process remembers (the database holds them all). */
 const REMEMBERED_MARKS = 10_000;
+
+/**
+ * When a credit cycle's marks may go: at its next refill, or (without refills) when the key expires,
+ * so that retention never removes the mark of a cycle still running.
+ */
+function cycleEnd(row: ApiKeyRow, now: number): number {
+  return (row.credits ? nextRefillAt(row.credits, now) : undefined) ?? row.expiresAt;
+}
 
 export type DerivedEvents = ReturnType<typeof createDerivedEvents>;
 
@@ -59,6 +67,8 @@ export function createDerivedEvents({
     minGapMs: number | undefined,
     type: Parameters<Outbox['messages']>[0],
     fields: () => Record<string, unknown>,
+    /** How long the mark must be kept (retention counts from it): by default from `at`. */
+    keepFrom = at,
   ) => {
     const last = remembered.get(mark);
     if (last !== undefined && (minGapMs === undefined || at - last < minGapMs)) return false;
@@ -66,7 +76,7 @@ export function createDerivedEvents({
     const messages = outbox.messages(type, fields(), at);
     if (messages.length === 0) return false;
     try {
-      const written = await store.writeOnce(mark, at, minGapMs, messages);
+      const written = await store.writeOnce(mark, minGapMs === undefined ? keepFrom : at, minGapMs, messages);
       if (written) outbox.committed();
       return written;
     } catch (error) {
@@ -123,8 +133,13 @@ export function createDerivedEvents({
       const now = clock();
       const cycle = effectiveCredits(row.credits, now).refilledAt;
       track(
-        once(`credits_exhausted:${lineageOf(row)}:${cycle}`, now, undefined, 'key.credits_exhausted', () =>
-          data(row, now, { remaining: 0 }),
+        once(
+          `credits_exhausted:${lineageOf(row)}:${cycle}`,
+          now,
+          undefined,
+          'key.credits_exhausted',
+          () => data(row, now, { remaining: 0 }),
+          cycleEnd(row, now),
         ),
       );
     },
@@ -141,8 +156,13 @@ export function createDerivedEvents({
       const began = row.creditsSet?.at === cycle ? row.creditsSet.remaining : credits.refillAmount;
       if (began == null || remaining * 10 >= began) return;
       track(
-        once(`credits_low:${lineageOf(row)}:${cycle}`, now, undefined, 'key.credits_low', () =>
-          data(row, now, { remaining, threshold: Math.ceil(began / 10) }),
+        once(
+          `credits_low:${lineageOf(row)}:${cycle}`,
+          now,
+          undefined,
+          'key.credits_low',
+          () => data(row, now, { remaining, threshold: Math.ceil(began / 10) }),
+          cycleEnd(row, now),
         ),
       );
     },

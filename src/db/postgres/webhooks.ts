@@ -230,6 +230,13 @@ export async function createPostgresWebhookStore(
     },
 
     async claimDue(now, leaseMs, limit) {
+      // A read first: the poll of an idle outbox opens no transaction.
+      const any = await db
+        .execute(
+          sql`SELECT 1 FROM ${webhookMessages} WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= ${now} LIMIT 1`,
+        )
+        .catch(unavailableOr);
+      if ([...any].length === 0) return [];
       const due = await transaction(async (tx) => {
         const rows = await tx.execute<{
           id: string;

@@ -46,6 +46,9 @@ export function createSqliteWebhookStore(db: Db, write: SqliteApiKeyStore['write
     for (const listener of listeners) listener();
   };
   const writeOutbox = sqliteOutboxWriter(db.$client);
+  const anyDue = db.$client.prepare<{ one: number }, [number]>(
+    'SELECT 1 AS one FROM webhook_messages WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= ? LIMIT 1',
+  );
   const read = <T>(work: () => T): Promise<T> => {
     try {
       return Promise.resolve(work());
@@ -171,6 +174,8 @@ export function createSqliteWebhookStore(db: Db, write: SqliteApiKeyStore['write
     },
 
     claimDue(now, leaseMs, limit) {
+      // A read first: the poll of an idle outbox takes no write lock.
+      if (anyDue.get(now) === null) return Promise.resolve([]);
       return write(() => {
         const due = db
           .update(webhookMessages)
