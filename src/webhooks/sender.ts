@@ -8,7 +8,14 @@ import type { Clock } from '../core/clock';
 import type { Logger } from '../core/log';
 import { type FlushTimer, intervalTimer } from '../usage/flusher';
 import { type Resolver, sendingProblem, systemResolver } from './destination';
-import type { AttemptOutcome, ClaimedMessage, StoredEndpoint, WebhookStore } from './store';
+import type { AttemptOutcome, AttemptRecord, ClaimedMessage, StoredEndpoint, WebhookStore } from './store';
+
+type Attempted = {
+  record: AttemptRecord;
+  type: string;
+  endpoint: StoredEndpoint;
+  disableFor: 'gone' | 'failing' | undefined;
+};
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
@@ -23,6 +30,8 @@ export const SEND_TIMEOUT_MS = 10 * SECOND;
 export const LEASE_MS = 30 * SECOND;
 /** Messages claimed at once; they are sent concurrently. */
 export const CLAIM_BATCH = 64;
+/** How long a wake waits for more commits to join its pass. */
+export const WAKE_DELAY_MS = 20;
 /** How often a sender looks for due messages when not woken (messages of other replicas, retries). */
 export const POLL_MS = 1000;
 
@@ -95,6 +104,7 @@ export function createSender({
 }: SenderOptions) {
   let running: Promise<number> | undefined;
   let next: Promise<number> | undefined;
+  let wakeTimer: ReturnType<typeof setTimeout> | undefined;
   let stopTimer: (() => void) | undefined;
   let polling: Promise<unknown> | undefined;
 
@@ -149,13 +159,14 @@ export function createSender({
     observer?.endpointDisabled(reason);
   }
 
-  async function deliver(message: ClaimedMessage): Promise<void> {
+  /** One attempt at a message: what to record, and what it means for its endpoint. */
+  async function attemptOf(message: ClaimedMessage): Promise<Attempted | undefined> {
     const { endpoint } = message;
     if (endpoint === undefined) {
       // Its endpoint was deleted after the message was written: nobody to send it to.
       await store.dropMessage(message.id);
       observer?.message(message.type, 'dropped');
-      return;
+      return undefined;
     }
     const attempt = message.attempts + 1;
     const result = endpoint.enabled
@@ -173,25 +184,27 @@ export function createSender({
       givenUp = retryAt > message.createdAt + GIVE_UP_AFTER_MS;
       outcome = givenUp ? { kind: 'failed' } : { kind: 'retry', retryAt };
     }
-    await store.recordAttempt(
-      message.id,
-      endpoint.id,
+    // The endpoint's failing time changes only when its state does: most deliveries write no endpoint row.
+    const failingChanges = delivered ? endpoint.failingSince !== null : endpoint.failingSince === null;
+    const record: AttemptRecord = {
+      messageId: message.id,
+      endpointId: endpoint.enabled && failingChanges ? endpoint.id : undefined,
       attempt,
-      now,
-      { at: now, status: result.status, error: result.error },
+      at: now,
+      result: { at: now, status: result.status, error: result.error },
       outcome,
-    );
-    observer?.message(message.type, outcome.kind);
-    if (!endpoint.enabled) return;
-    if (result.status === 410) await disable(endpoint, 'gone');
-    else if (!delivered) {
+    };
+    let disableFor: 'gone' | 'failing' | undefined;
+    if (endpoint.enabled && result.status === 410) disableFor = 'gone';
+    else if (endpoint.enabled && !delivered) {
       // Three days of failures: this message failed for three days with no delivery since, or the
       // endpoint has failed for three days.
       const failingSince = endpoint.failingSince ?? now;
       if ((givenUp && failingSince <= message.createdAt) || now - failingSince >= GIVE_UP_AFTER_MS) {
-        await disable(endpoint, 'failing');
+        disableFor = 'failing';
       }
     }
+    return { record, type: message.type, endpoint, disableFor };
   }
 
   /** Sends every message due now, batch after batch; resolves with how many were tried. */
@@ -199,13 +212,25 @@ export function createSender({
     let tried = 0;
     for (;;) {
       const claimed = await store.claimDue(clock(), LEASE_MS, CLAIM_BATCH);
-      await Promise.all(
+      const attempted = await Promise.all(
         claimed.map((message) =>
-          deliver(message).catch((error: unknown) =>
-            logger.warn('webhook delivery not recorded', { message: message.id, reason: String(error) }),
-          ),
+          attemptOf(message).catch((error: unknown) => {
+            logger.warn('webhook delivery not recorded', { message: message.id, reason: String(error) });
+            return undefined;
+          }),
         ),
       );
+      const done = attempted.filter((item) => item !== undefined);
+      // One write for the whole batch's attempts.
+      if (done.length > 0) await store.recordAttempts(done.map((item) => item.record));
+      const disabled = new Set<string>();
+      for (const { type, record, endpoint, disableFor } of done) {
+        observer?.message(type, record.outcome.kind);
+        if (disableFor !== undefined && !disabled.has(endpoint.id)) {
+          disabled.add(endpoint.id);
+          await disable(endpoint, disableFor);
+        }
+      }
       tried += claimed.length;
       if (claimed.length < CLAIM_BATCH) return tried;
     }
@@ -237,9 +262,16 @@ export function createSender({
   return {
     /** Delivers what is due now (tests call it after moving the clock). */
     deliverDue: run,
-    /** A local commit wrote messages: send them now rather than at the next poll. */
+    /**
+     * A local commit wrote messages: send them now rather than at the next poll. Wakes within
+     * WAKE_DELAY_MS share one pass, so a burst of writes is claimed in full batches.
+     */
     wake(): void {
-      void run();
+      if (wakeTimer !== undefined) return;
+      wakeTimer = setTimeout(() => {
+        wakeTimer = undefined;
+        void run();
+      }, WAKE_DELAY_MS);
     },
     /** Polls every POLL_MS until stop(). */
     start(): void {
@@ -258,6 +290,8 @@ export function createSender({
     async stop(): Promise<void> {
       stopTimer?.();
       stopTimer = undefined;
+      clearTimeout(wakeTimer);
+      wakeTimer = undefined;
       await running;
       await next;
       await polling;

@@ -47,6 +47,17 @@ export type ClaimedMessage = {
 /** What one attempt came to: delivered, to be tried again at `retryAt`, or given up. */
 export type AttemptOutcome = { kind: 'delivered' } | { kind: 'retry'; retryAt: number } | { kind: 'failed' };
 
+/** One attempt to record (WebhookStore.recordAttempts). */
+export type AttemptRecord = {
+  messageId: string;
+  /** Set when the endpoint's failing time changes: set on a failure, cleared on a delivery. */
+  endpointId: string | undefined;
+  attempt: number;
+  at: number;
+  result: StoredAttempt;
+  outcome: AttemptOutcome;
+};
+
 export type WebhookChangedListener = () => void;
 
 export interface WebhookStore {
@@ -74,18 +85,11 @@ export interface WebhookStore {
    */
   claimDue(now: number, leaseMs: number, limit: number): Promise<ClaimedMessage[]>;
   /**
-   * Records attempt number `attempt` of a message and its outcome; for the endpoint, a delivery
-   * clears its failing time and a failure sets it when unset. Ignored when another sender recorded
-   * that attempt first (its lease had passed).
+   * In one transaction, each record: attempt number `attempt` of its message and its outcome; with
+   * an `endpointId`, that endpoint's failing time set (a failure) or cleared (a delivery). A record is
+   * ignored when another sender recorded that attempt first (its lease had passed).
    */
-  recordAttempt(
-    messageId: string,
-    endpointId: string | undefined,
-    attempt: number,
-    at: number,
-    result: StoredAttempt,
-    outcome: AttemptOutcome,
-  ): Promise<void>;
+  recordAttempts(records: readonly AttemptRecord[]): Promise<void>;
   /** Removes a message whose endpoint is gone. */
   dropMessage(messageId: string): Promise<void>;
   /** Settled messages (delivered or failed) older than `before`, and marks older than it, up to `limit`. */

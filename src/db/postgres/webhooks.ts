@@ -275,28 +275,44 @@ export async function createPostgresWebhookStore(
       );
     },
 
-    async recordAttempt(messageId, endpointId, attempt, at, result, outcome) {
+    async recordAttempts(records) {
+      const input = JSON.stringify(
+        records.map(({ messageId, attempt, at, result, outcome }) => ({
+          id: messageId,
+          attempt,
+          status: outcome.kind === 'retry' ? 'pending' : outcome.kind,
+          next: outcome.kind === 'retry' ? outcome.retryAt : null,
+          settled: outcome.kind === 'retry' ? null : at,
+          at: result.at,
+          http: result.status,
+          error: result.error,
+        })),
+      );
       await transaction(async (tx) => {
-        const updated = await tx
-          .update(webhookMessages)
-          .set({
-            attempts: attempt,
-            status: outcome.kind === 'retry' ? 'pending' : outcome.kind,
-            nextAttemptAt: outcome.kind === 'retry' ? outcome.retryAt : null,
-            settledAt: outcome.kind === 'retry' ? null : at,
-          })
-          .where(and(eq(webhookMessages.id, messageId), eq(webhookMessages.attempts, attempt - 1)))
-          .returning({ id: webhookMessages.id });
-        if (updated.length === 0) return;
-        await tx.insert(webhookAttempts).values({ messageId, n: attempt, ...result });
-        if (endpointId === undefined) return;
-        await tx
-          .update(webhookEndpoints)
-          .set({
-            failingSince:
-              outcome.kind === 'delivered' ? null : sql`coalesce(${webhookEndpoints.failingSince}, ${at})`,
-          })
-          .where(eq(webhookEndpoints.id, endpointId));
+        // Every message of the batch and its attempt in one statement; an attempt another sender
+        // recorded first (its lease had passed) matches no row and is not inserted.
+        const recorded = await tx.execute<{ id: string }>(sql`WITH input AS (
+            SELECT * FROM json_to_recordset(${input}::text::json) AS x(id text, attempt integer, status text,
+              next bigint, settled bigint, at bigint, http integer, error text)
+          ), updated AS (
+            UPDATE ${webhookMessages} m SET attempts = i.attempt, status = i.status, next_attempt_at = i.next,
+              settled_at = i.settled
+            FROM input i WHERE m.id = i.id AND m.attempts = i.attempt - 1 RETURNING m.id
+          )
+          INSERT INTO ${webhookAttempts} (message_id, n, at, status, error)
+          SELECT i.id, i.attempt, i.at, i.http, i.error FROM input i JOIN updated u ON u.id = i.id
+          RETURNING message_id AS id`);
+        const done = new Set([...recorded].map((row) => row.id));
+        for (const { messageId, endpointId, at, outcome } of records) {
+          if (endpointId === undefined || !done.has(messageId)) continue;
+          await tx
+            .update(webhookEndpoints)
+            .set({
+              failingSince:
+                outcome.kind === 'delivered' ? null : sql`coalesce(${webhookEndpoints.failingSince}, ${at})`,
+            })
+            .where(eq(webhookEndpoints.id, endpointId));
+        }
       });
     },
 

@@ -49,6 +49,22 @@ export function createSqliteWebhookStore(db: Db, write: SqliteApiKeyStore['write
   const anyDue = db.$client.prepare<{ one: number }, [number]>(
     'SELECT 1 AS one FROM webhook_messages WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= ? LIMIT 1',
   );
+  // Prepared once: a delivery records its attempt in these (building them per call cost more).
+  const settleAttempt = db.$client.prepare<
+    { id: string },
+    [number, string, number | null, number | null, string, number]
+  >(
+    'UPDATE webhook_messages SET attempts = ?, status = ?, next_attempt_at = ?, settled_at = ? WHERE id = ? AND attempts = ? RETURNING id',
+  );
+  const insertAttempt = db.$client.prepare<unknown, [string, number, number, number | null, string | null]>(
+    'INSERT INTO webhook_attempts (message_id, n, at, status, error) VALUES (?, ?, ?, ?, ?)',
+  );
+  const clearFailing = db.$client.prepare<unknown, [string]>(
+    'UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ?',
+  );
+  const setFailing = db.$client.prepare<unknown, [number, string]>(
+    'UPDATE webhook_endpoints SET failing_since = coalesce(failing_since, ?) WHERE id = ?',
+  );
   const read = <T>(work: () => T): Promise<T> => {
     try {
       return Promise.resolve(work());
@@ -208,34 +224,22 @@ export function createSqliteWebhookStore(db: Db, write: SqliteApiKeyStore['write
       });
     },
 
-    recordAttempt(messageId, endpointId, attempt, at, result, outcome) {
+    recordAttempts(records) {
       return write(() => {
-        const updated = db
-          .update(webhookMessages)
-          .set({
-            attempts: attempt,
-            status: outcome.kind === 'retry' ? 'pending' : outcome.kind,
-            nextAttemptAt: outcome.kind === 'retry' ? outcome.retryAt : null,
-            settledAt: outcome.kind === 'retry' ? null : at,
-          })
-          .where(and(eq(webhookMessages.id, messageId), eq(webhookMessages.attempts, attempt - 1)))
-          .returning({ id: webhookMessages.id })
-          .all();
-        if (updated.length === 0) return;
-        db.insert(webhookAttempts)
-          .values({ messageId, n: attempt, ...result })
-          .run();
-        if (endpointId === undefined) return;
-        if (outcome.kind === 'delivered') {
-          db.update(webhookEndpoints)
-            .set({ failingSince: null })
-            .where(eq(webhookEndpoints.id, endpointId))
-            .run();
-        } else {
-          db.update(webhookEndpoints)
-            .set({ failingSince: sql`coalesce(${webhookEndpoints.failingSince}, ${at})` })
-            .where(eq(webhookEndpoints.id, endpointId))
-            .run();
+        for (const { messageId, endpointId, attempt, at, result, outcome } of records) {
+          const updated = settleAttempt.get(
+            attempt,
+            outcome.kind === 'retry' ? 'pending' : outcome.kind,
+            outcome.kind === 'retry' ? outcome.retryAt : null,
+            outcome.kind === 'retry' ? null : at,
+            messageId,
+            attempt - 1,
+          );
+          if (updated === null) continue;
+          insertAttempt.run(messageId, attempt, result.at, result.status, result.error);
+          if (endpointId === undefined) continue;
+          if (outcome.kind === 'delivered') clearFailing.run(endpointId);
+          else setFailing.run(at, endpointId);
         }
       });
     },
