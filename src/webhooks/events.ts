@@ -35,10 +35,14 @@ export type OutboxMessage = {
  */
 export type OutboxHook<T> = (outcome: T) => readonly OutboxMessage[];
 
-/** A webhook-id: `msg_` and 128 random bits, unique per message and endpoint. */
-export function newMessageId(): string {
+/**
+ * A webhook-id: `msg_`, the time in 12 hex digits and 128 random bits, unique per message and
+ * endpoint. Time first, so that the outbox's inserts append to its primary-key index instead of
+ * landing on a random page each (fewer pages for each commit to write).
+ */
+export function newMessageId(at: number): string {
   const bytes = crypto.getRandomValues(new Uint8Array(16));
-  return `msg_${Buffer.from(bytes).toString('base64url')}`;
+  return `msg_${Math.max(0, Math.floor(at)).toString(16).padStart(12, '0')}${Buffer.from(bytes).toString('base64url')}`;
 }
 
 /** The message body: `data` never holds a secret, a hash or a token (the callers give key info). */

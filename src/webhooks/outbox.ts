@@ -71,7 +71,7 @@ export function createOutbox({
     const endpoints = endpointsFor(type);
     if (endpoints.length === 0) return [];
     const body = messageBody(type, at, data);
-    return endpoints.map((endpointId) => ({ id: newMessageId(), endpointId, type, body, createdAt: at }));
+    return endpoints.map((endpointId) => ({ id: newMessageId(at), endpointId, type, body, createdAt: at }));
   };
 
   return {

@@ -105,6 +105,7 @@ export function createSender({
   let running: Promise<number> | undefined;
   let next: Promise<number> | undefined;
   let wakeTimer: ReturnType<typeof setTimeout> | undefined;
+  let stopped = false;
   let stopTimer: (() => void) | undefined;
   let polling: Promise<unknown> | undefined;
 
@@ -267,7 +268,7 @@ export function createSender({
      * WAKE_DELAY_MS share one pass, so a burst of writes is claimed in full batches.
      */
     wake(): void {
-      if (wakeTimer !== undefined) return;
+      if (wakeTimer !== undefined || stopped) return;
       wakeTimer = setTimeout(() => {
         wakeTimer = undefined;
         void run();
@@ -288,6 +289,7 @@ export function createSender({
     },
     /** Stops polling and waits for the pass in flight. */
     async stop(): Promise<void> {
+      stopped = true;
       stopTimer?.();
       stopTimer = undefined;
       clearTimeout(wakeTimer);

@@ -251,7 +251,7 @@ describe('webhook delivery', () => {
     setup = await webhookSetup(['key.created'], { METRICS_PORT: '9464' });
     const { kg, receiver, deliver } = setup;
     const message = {
-      id: newMessageId(),
+      id: newMessageId(kg.time.now),
       endpointId: 'whe_gone',
       type: 'key.created' as const,
       body: '{}',
