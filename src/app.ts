@@ -53,6 +53,8 @@ import {
 import type { OnVerdict, Verifier } from './verification/verdict';
 import { VERIFY_PATH, verifyAnswer, verifyRoutes } from './verification/verify';
 import { VERSION } from './version';
+import { webhookRoutes } from './webhooks/routes';
+import type { WebhookService } from './webhooks/service';
 
 export type AppDeps = {
   service: ApiKeyService;
@@ -100,6 +102,9 @@ export type AppDeps = {
   sessions: SessionService;
   /** The console and its session routes; undefined (CONSOLE=off): every console path 404. */
   console?: { page: ConsolePageOptions; publicUrl: string | undefined; userIds: UserIdMode };
+  /** The operator's webhook endpoints (/admin/webhooks). */
+  webhooks: WebhookService;
+  webhookAllowPrivate: boolean;
 };
 
 export function createApp({
@@ -125,6 +130,8 @@ export function createApp({
   leaks,
   sessions,
   console: consoleOptions,
+  webhooks,
+  webhookAllowPrivate,
 }: AppDeps) {
   const routes = { service, maxExpiresInSeconds, events: allKeyEvents(createAuditLog(logger), keyEvents) };
   const unavailable = createUnavailableLog(logger, clock);
@@ -153,6 +160,7 @@ export function createApp({
   const operatorScheme = operatorAuth(operators.jwt, operators.scope);
   const leakService = createLeakService({
     store,
+    apikeys: service,
     clock,
     secretPrefix: leaks.secretPrefix,
     action: leaks.action,
@@ -161,7 +169,6 @@ export function createApp({
   });
   const admin = createAdminService({
     apikeys: service,
-    store,
     usage,
     subjects: mappedSubjects,
     lookups,
@@ -193,6 +200,11 @@ export function createApp({
         name: 'Operator',
         description:
           "Any user's keys and user policies, for the operator's own services (a token with the admin scope).",
+      },
+      {
+        name: 'Webhooks',
+        description:
+          'Endpoints that receive signed events about keys (Standard Webhooks), and their messages (a token with the admin scope).',
       },
     ],
     securitySchemes: {
@@ -250,6 +262,7 @@ export function createApp({
     .use(adminLeakRoutes({ auth: operatorScheme, leaks: leakService }))
     // Off: an unknown path, as any other.
     .use(leaks.github ? githubAlertRoutes({ keys: leaks.github, leaks: leakService }) : new Elysia())
+    .use(webhookRoutes({ auth: operatorScheme, webhooks, allowPrivate: webhookAllowPrivate }))
     // In Elysia for the document (and for any caller without the edge); the edge answers them first.
     .use(verifyRoutes(verify))
     .use(forwardAuthRoutes(forwardAuth));

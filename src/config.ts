@@ -18,6 +18,7 @@ import { RATE_LIMIT_BOUNDS, type RateLimitRule } from './limits/rate-limit';
 import { type AddressList, parseTrustedProxies, trustedProxiesProblem } from './network/blocks';
 import { type PermissionQuery, parsePermissionQuery } from './permissions/query';
 import { parseRouteRules, type RouteRule, RouteRulesError } from './verification/route-rules';
+import { parseLeadTimes } from './webhooks/lead-times';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -107,6 +108,12 @@ export type Config = Readonly<{
   consoleTitle: string;
   /** The console's accent colour (a CSS colour). */
   consoleAccent: string;
+  /** Webhooks may go to http URLs and private, loopback or link-local addresses (tests, private networks). */
+  webhookAllowPrivate: boolean;
+  /** The lead times of key.expiring, in ms, largest first. */
+  webhookExpiringLeadMs: readonly number[];
+  /** Days settled webhook messages are kept; older ones are removed by the purge timer. */
+  webhookRetentionDays: number;
 }>;
 
 export const LEAK_ACTIONS = ['disable', 'delete', 'notify'] as const;
@@ -248,6 +255,15 @@ export const SETTINGS = {
     default: '#2563eb',
     help: 'the console’s accent colour: a CSS colour (#hex, rgb(), hsl() or a name)',
   },
+  WEBHOOK_ALLOW_PRIVATE: {
+    default: 'false',
+    help: 'true lets webhooks go to http URLs and loopback, private or link-local addresses',
+  },
+  WEBHOOK_EXPIRING_LEAD: {
+    default: '7d,1d',
+    help: 'when key.expiring is sent before a key expires: a comma list of <n>s|m|h|d',
+  },
+  WEBHOOK_RETENTION_DAYS: { default: '7', help: 'days delivered webhook messages are kept (1 to 3650)' },
 } as const satisfies Record<string, SettingSpec>;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -388,6 +404,9 @@ function buildConfig(
     consoleFrameAncestors: frameAncestors(raw('CONSOLE_FRAME_ANCESTORS') ?? "'none'"),
     consoleTitle: consoleTitle(raw('CONSOLE_TITLE') ?? 'keygate'),
     consoleAccent: cssColour(raw('CONSOLE_ACCENT') ?? '#2563eb'),
+    webhookAllowPrivate: booleanSetting('WEBHOOK_ALLOW_PRIVATE', raw('WEBHOOK_ALLOW_PRIVATE') ?? 'false'),
+    webhookExpiringLeadMs: leadTimes(raw('WEBHOOK_EXPIRING_LEAD') ?? '7d,1d'),
+    webhookRetentionDays: integer('WEBHOOK_RETENTION_DAYS', raw('WEBHOOK_RETENTION_DAYS'), 1, 3650),
   });
 }
 
@@ -520,6 +539,22 @@ function leakAction(value: string): LeakAction {
     throw new ConfigError(`LEAK_ACTION must be disable, delete or notify (got "${value.slice(0, 40)}").`);
   }
   return action;
+}
+
+function booleanSetting(name: SettingName, value: string): boolean {
+  if (value !== 'true' && value !== 'false')
+    throw new ConfigError(`${name} must be true or false (got "${value}").`);
+  return value === 'true';
+}
+
+function leadTimes(value: string): number[] {
+  try {
+    return parseLeadTimes(value);
+  } catch (error) {
+    throw new ConfigError(
+      `WEBHOOK_EXPIRING_LEAD must be a comma list of <n>s, <n>m, <n>h or <n>d, e.g. 7d,1d: ${(error as Error).message} (got "${value.slice(0, 60)}").`,
+    );
+  }
 }
 
 function forwardAuthDefault(value: string): 'credential' | 'deny' {

@@ -24,6 +24,7 @@ import { createPostgresSessionStore } from './db/postgres/sessions';
 import { createPostgresApiKeyStore } from './db/postgres/store';
 import { createPostgresSubjectStore } from './db/postgres/subjects';
 import { createPostgresUsageStore } from './db/postgres/usage-store';
+import { createPostgresWebhookStore } from './db/postgres/webhooks';
 import { type CommitBatch, GroupCommitWriter } from './db/sqlite/group-commit';
 import { createSqliteLookupStore } from './db/sqlite/lookups';
 import { appliedMigrationCount, openDatabase } from './db/sqlite/open';
@@ -32,6 +33,7 @@ import { createSqliteSessionStore } from './db/sqlite/sessions';
 import { createSqliteApiKeyStore } from './db/sqlite/store';
 import { createSqliteSubjectStore } from './db/sqlite/subjects';
 import { createSqliteUsageStore } from './db/sqlite/usage-store';
+import { createSqliteWebhookStore } from './db/sqlite/webhooks';
 import { withHttpEdge } from './http/edge';
 import { leakAuditLine } from './leaks/audit';
 import { createGithubKeySet } from './leaks/github-keys';
@@ -50,6 +52,12 @@ import { createUsageService } from './usage/service';
 import type { UsageStore } from './usage/store';
 import { answeredCode, createVerifier } from './verification/verdict';
 import { VERSION } from './version';
+import { createDerivedEvents } from './webhooks/derived';
+import type { Resolver } from './webhooks/destination';
+import { createOutbox } from './webhooks/outbox';
+import { createSender } from './webhooks/sender';
+import { createWebhookService } from './webhooks/service';
+import type { WebhookStore } from './webhooks/store';
 
 export type Engine = 'sqlite' | 'postgres';
 
@@ -66,6 +74,8 @@ export type OpenedStore = {
   lookups: LookupStore;
   /** The console's one-time codes and sessions (on SQLite, through the same writer). */
   sessions: SessionStore;
+  /** Webhook endpoints and the outbox's messages (on SQLite, through the same writer). */
+  webhooks: WebhookStore;
   /** The SQLite file's absolute path (or `:memory:`), or the PostgreSQL URL without its password. */
   database: string;
   /** How many migrations the database has applied. */
@@ -110,6 +120,7 @@ export async function openStore(
       policies: await createPostgresPolicyStore(db, { listen: serving }),
       lookups: createPostgresLookupStore(db),
       sessions: createPostgresSessionStore(db),
+      webhooks: await createPostgresWebhookStore(db, { listen: serving }),
       database: database.redacted,
       appliedMigrations: () => appliedPostgresMigrationCount(db),
       client: { engine: 'postgres', sql: db.$client },
@@ -131,10 +142,27 @@ export async function openStore(
     policies: createSqlitePolicyStore(db, store.write),
     lookups: createSqliteLookupStore(db),
     sessions: createSqliteSessionStore(db, store.write),
+    webhooks: createSqliteWebhookStore(db, store.write),
     database: database.path,
     appliedMigrations: async () => appliedMigrationCount(db),
     client: { engine: 'sqlite', sqlite: db.$client },
   };
+}
+
+/**
+ * The purge of a one-shot command (`keygate purge`): through the key service, so that each purged
+ * key's key.deleted is written in its batch's transaction, as the server's purge does.
+ */
+export async function purgeWithEvents(opened: OpenedStore, clock: Clock) {
+  const outbox = createOutbox({ store: opened.webhooks, clock });
+  await outbox.refresh();
+  return createApiKeyService({
+    store: opened.store,
+    keys: { find: (id) => opened.store.findKey(id) },
+    clock,
+    maxKeysPerUser: 0,
+    outbox,
+  });
 }
 
 export type Keygate = Awaited<ReturnType<typeof createKeygate>>;
@@ -149,7 +177,18 @@ export async function createKeygate(
     writeLockWaitMs,
     usageTimer = intervalTimer,
     recordUsage = true,
+    webhookTimer = intervalTimer,
+    webhookDelivery = {},
   }: {
+    /** What runs the webhook sender's poll every second; tests drive one by hand. */
+    webhookTimer?: FlushTimer;
+    /** Tests: the webhook sender's HTTP client, resolver, timeout and signing clock. */
+    webhookDelivery?: {
+      fetch?: typeof fetch;
+      resolve?: Resolver;
+      timeoutMs?: number;
+      signingClock?: Clock;
+    };
     /** SQLite: how long writes wait for another process's write lock (default 2 s). */
     writeLockWaitMs?: number;
     /** The HS256 secret (see jwt-secret.ts); unused when tokens come from an identity provider. */
@@ -178,6 +217,9 @@ export async function createKeygate(
           version: VERSION,
           engine: config.database.engine,
           databaseUp: async () => (opened ? await opened.store.ping() : false),
+          webhookQueue: async () =>
+            opened ? await opened.webhooks.queueStats() : { depth: 0, oldestCreatedAt: undefined },
+          now: clock,
         });
   opened = await openStore(config, {
     onCommit: metrics?.commitObserved,
@@ -224,7 +266,11 @@ export async function createKeygate(
     clock,
     ttlSeconds: config.keyCacheSeconds,
   });
-  const policies = createPolicyService({ store: opened.policies, cache: policyCache, clock });
+  // Webhooks: which endpoints take which events (read now, then on every change), the outbox hooks the
+  // services give their writes, and the sender that delivers what they wrote.
+  const outbox = createOutbox({ store: opened.webhooks, clock, logger });
+  await outbox.refresh();
+  const policies = createPolicyService({ store: opened.policies, cache: policyCache, clock, outbox });
   const service = createApiKeyService({
     store,
     keys,
@@ -236,6 +282,31 @@ export async function createKeygate(
     // A replaced or removed rate limit's counts start afresh.
     onRateLimitReplaced: (lineage) =>
       rateLimiter.forget([counterOf('key', lineage), counterOf('operator', lineage)]),
+    outbox,
+  });
+  const derivedEvents = createDerivedEvents({
+    store: opened.webhooks,
+    outbox,
+    clock,
+    leadTimesMs: config.webhookExpiringLeadMs,
+    logger,
+  });
+  const sender = createSender({
+    store: opened.webhooks,
+    clock,
+    allowPrivate: config.webhookAllowPrivate,
+    logger,
+    observer: metrics?.webhooks,
+    timer: webhookTimer,
+    onPoll: expiringScan(clock, derivedEvents.scanExpiring),
+    ...webhookDelivery,
+  });
+  outbox.onCommitted(sender.wake);
+  const webhooks = createWebhookService({
+    store: opened.webhooks,
+    clock,
+    onMessagesDue: sender.wake,
+    subscriptionsChanged: outbox.refresh,
   });
   const jwt = createJwtAuthority({
     ...jwtKeySource(config, jwtSecret),
@@ -276,6 +347,7 @@ export async function createKeygate(
         pending: new PendingAdmissions(),
         clock,
       },
+      limitsNoticed: derivedEvents,
     }),
     forwardAuth: { rules: () => rules, unmatched: config.forwardAuthDefault },
     clientAddress: (request, context) =>
@@ -297,8 +369,8 @@ export async function createKeygate(
     leaks: {
       secretPrefix: config.secretPrefix,
       action: config.leakAction,
-      // The one hook every leak found goes through: the audit line now; the webhook outbox's
-      // key.leaked joins it here.
+      // Told of every leak found, once its write committed: the audit line. (key.leaked, the webhook
+      // event, is written in that write's own transaction: leaks/service.ts.)
       onLeak: leakAuditLine(logger),
       github: config.githubSecretScanning
         ? createGithubKeySet({ url: config.githubSecretScanningKeysUrl, clock })
@@ -316,7 +388,10 @@ export async function createKeygate(
           userIds: config.jwtUserIds,
         }
       : undefined,
+    webhooks,
+    webhookAllowPrivate: config.webhookAllowPrivate,
   });
+  sender.start();
   const handle = withHttpEdge(app.fetch, logger, {
     directRoute: app.directRoute,
     answerError: app.answerError,
@@ -340,6 +415,8 @@ export async function createKeygate(
     policies,
     /** The console's links and sessions. */
     sessions,
+    /** Webhooks: the endpoints' rules, the store, the sender and the derived events (tests drive them). */
+    webhooks: { service: webhooks, store: opened.webhooks, outbox, sender, derived: derivedEvents },
     jwt,
     handle,
     metrics,
@@ -364,7 +441,10 @@ export async function createKeygate(
     },
     /** Writes the usage counts, waits for queued writes, then closes the database. */
     async close() {
+      await derivedEvents.settled();
+      await sender.stop();
       await usageFlusher.stop();
+      await opened.webhooks.close();
       await store.close();
     },
   };
@@ -373,6 +453,20 @@ export async function createKeygate(
 /** Where console links point: PUBLIC_URL (when set, so the link is absolute) + BASE_PATH + /console. */
 export function consolePathOf(config: Pick<Config, 'publicUrl' | 'basePath'>): string {
   return `${config.publicUrl ?? ''}${config.basePath}/console`;
+}
+
+/** How often the key.expiring scan runs (on the sender's poll): a lead window is entered on the minute. */
+const EXPIRING_SCAN_MS = 60_000;
+
+/** The scan, at most once per EXPIRING_SCAN_MS of `clock`. */
+function expiringScan(clock: Clock, scan: () => Promise<number>): () => Promise<unknown> {
+  let last: number | undefined;
+  return async () => {
+    const now = clock();
+    if (last !== undefined && now - last < EXPIRING_SCAN_MS) return;
+    last = now;
+    await scan();
+  };
 }
 
 /** The database holds keys whose user ids mean something else under the mode asked for. */

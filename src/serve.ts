@@ -50,11 +50,13 @@ export async function serve(
     throw error;
   }
   const purge = startPurgeTimer({
-    store: metrics ? metrics.countingPurges(keygate.store) : keygate.store,
+    // Through the key service, which writes each purged key's key.deleted in the batch's transaction.
+    store: metrics ? metrics.countingPurges(keygate.service) : keygate.service,
     clock: systemClock,
     intervalSeconds: config.purgeIntervalSeconds,
     logger,
     usage: { store: keygate.usageStore, retentionDays: config.usageRetentionDays },
+    webhooks: { store: keygate.webhooks.store, retentionDays: config.webhookRetentionDays },
     sweepRateLimits: () => keygate.rateLimiter.sweep(),
   });
   const url = new URL(config.basePath || '/', server.url);

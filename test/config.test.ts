@@ -63,6 +63,9 @@ describe('loadConfig', () => {
       consoleFrameAncestors: "'none'",
       consoleTitle: 'keygate',
       consoleAccent: '#2563eb',
+      webhookAllowPrivate: false,
+      webhookExpiringLeadMs: [7 * 86_400_000, 86_400_000],
+      webhookRetentionDays: 7,
     });
   });
 
@@ -128,6 +131,21 @@ describe('loadConfig', () => {
     ] as const) {
       expect(() => loadConfig({ [name]: value }), `${name}=${value}`).toThrow(problem);
     }
+  });
+
+  it('refuses bad webhook settings in one line each', () => {
+    expect(() => loadConfig({ WEBHOOK_ALLOW_PRIVATE: 'yes' })).toThrow(
+      'WEBHOOK_ALLOW_PRIVATE must be true or false (got "yes").',
+    );
+    expect(() => loadConfig({ WEBHOOK_EXPIRING_LEAD: '7d,soon' })).toThrow(
+      'WEBHOOK_EXPIRING_LEAD must be a comma list of <n>s, <n>m, <n>h or <n>d, e.g. 7d,1d: "soon" is not <n>s, <n>m, <n>h or <n>d (got "7d,soon").',
+    );
+    expect(() => loadConfig({ WEBHOOK_RETENTION_DAYS: '0' })).toThrow(
+      'WEBHOOK_RETENTION_DAYS must be an integer from 1 to 3650 (got "0").',
+    );
+    expect(loadConfig({ WEBHOOK_EXPIRING_LEAD: '1h, 30m,1h' }).webhookExpiringLeadMs).toEqual([
+      3_600_000, 1_800_000,
+    ]);
   });
 
   it('reads the environment, lets flags win, and treats empty as unset', () => {

@@ -361,7 +361,7 @@ export function adminRoutes({
       async ({ operator, params, request }) => {
         const userId = userIdOf(params.userId);
         const { id: requestId, signal } = contextOf(request);
-        const deleted = await admin.revokeAllKeys(userId, signal);
+        const deleted = await admin.revokeAllKeys(operator, userId, signal);
         events.revokedAll({ userId, count: deleted, by: operator.by, requestId });
         return { result: 'success' as const, deleted };
       },
@@ -401,7 +401,7 @@ export function adminRoutes({
       async ({ operator, params, body, request }) => {
         const userId = userIdOf(params.userId);
         const { id: requestId, signal } = contextOf(request);
-        const policy = await policies.putPolicy(userId, body, signal);
+        const policy = await policies.putPolicy(userId, body, operator.by, signal);
         audit.policySet({ userId, by: operator.by, requestId });
         return { result: 'success' as const, policy };
       },
@@ -440,7 +440,7 @@ export function adminRoutes({
       async ({ operator, params, set, request }) => {
         const userId = userIdOf(params.userId);
         const { id: requestId, signal } = contextOf(request);
-        await policies.deletePolicy(userId, signal);
+        await policies.deletePolicy(userId, operator.by, signal);
         audit.policyDeleted({ userId, by: operator.by, requestId });
         set.status = 204;
       },

@@ -4,7 +4,7 @@
 
 import type { CreateKeyInput, KeySummary, UserPolicy } from '../apikeys/model';
 import type { ApiKeyService, KeyPatch } from '../apikeys/service';
-import type { ApiKeyStore, ListPosition } from '../apikeys/store';
+import type { ListPosition } from '../apikeys/store';
 import { policyView, type StoredPolicy } from '../apikeys/user-policy';
 import type { Caller } from '../auth/caller';
 import type { SubjectStore } from '../auth/subjects';
@@ -56,7 +56,6 @@ export function actingFor(operator: Operator, userId: number): Caller {
 
 export function createAdminService({
   apikeys,
-  store,
   usage,
   subjects,
   lookups,
@@ -73,7 +72,6 @@ export function createAdminService({
   sessions?: Pick<SessionService, 'endSessionsOfUser'>;
   /** With JWT_USER_IDS=mapped: the user ids given to (issuer, subject) pairs. */
   subjects: Pick<SubjectStore, 'findUserId'> | undefined;
-  store: Pick<ApiKeyStore, 'deleteKeysOfUser'>;
   usage: Pick<UsageService, 'history' | 'userHistory' | 'flushPending'>;
   clock: Clock;
 }) {
@@ -103,11 +101,12 @@ export function createAdminService({
     },
 
     /**
-     * Every key of the user, in one transaction, then the user's console sessions (an account closed:
-     * nothing of it stays open); resolves with how many keys were live.
+     * Every key of the user, in one transaction (with their key.deleted events), then the user's
+     * console sessions (an account closed: nothing of it stays open); resolves with how many keys
+     * were live.
      */
-    async revokeAllKeys(userId: number, signal?: AbortSignal): Promise<number> {
-      const deleted = await store.deleteKeysOfUser(userId, clock(), signal);
+    async revokeAllKeys(operator: Operator, userId: number, signal?: AbortSignal): Promise<number> {
+      const deleted = await apikeys.revokeAllKeys(userId, operator.by, signal);
       await sessions?.endSessionsOfUser(userId);
       return deleted;
     },

@@ -8,6 +8,8 @@ import type { Caller } from '../auth/caller';
 import type { Clock } from '../core/clock';
 import type { SyncOrAsync } from '../core/sync-or-async';
 import { firstOutside } from '../network/blocks';
+import type { OutboxHook } from '../webhooks/events';
+import type { Outbox } from '../webhooks/outbox';
 import {
   AllowedIpsWideningError,
   ConstrainedKeyError,
@@ -71,7 +73,12 @@ export type ApiKeyServiceOptions = {
   onRateLimitReplaced?: (lineage: string) => Promise<void> | void;
   /** SECRET_PREFIX: what every new secret starts with (default `kgs_`). */
   secretPrefix?: string;
+  /** The webhooks' outbox: each change's events, written in its transaction (absent: none). */
+  outbox?: Pick<Outbox, 'hook' | 'hookEach' | 'both' | 'committed'>;
 };
+
+/** Why a key.deleted was sent. */
+export type DeletedReason = 'deleted' | 'revoked' | 'expired';
 
 export type ApiKeyService = ReturnType<typeof createApiKeyService>;
 
@@ -99,6 +106,7 @@ export function createApiKeyService({
   lastUsedAt = (_keyId, stored) => stored ?? null,
   onRateLimitReplaced,
   secretPrefix = DEFAULT_SECRET_PREFIX,
+  outbox,
 }: ApiKeyServiceOptions) {
   const newKey = (fields: Omit<ApiKeyRow, 'id' | 'secretHash'>): { row: ApiKeyRow; secret: string } => {
     const secret = generateSecret(secretPrefix);
@@ -108,6 +116,18 @@ export function createApiKeyService({
     };
   };
 
+  /** Key info as an event's `data` holds it (the list's shape, `by` and the event's own fields). */
+  const eventData = (row: ApiKeyRow, by: string, fields: Record<string, unknown> = {}) => ({
+    ...summaryOf(row, clock(), lastUsedAt(row.id, row.lastUsedAt)),
+    by,
+    ...fields,
+  });
+  /** Awaits a write, then wakes the sender when it carried messages. */
+  const written = async <T>(write: Promise<T>, hook: unknown): Promise<T> => {
+    const value = await write;
+    if (hook !== undefined) outbox?.committed();
+    return value;
+  };
   /** Key info, with the latest use the usage counter knows of and the user's policy, if any. */
   const infoOf = (row: ApiKeyRow, now: number, policy: StoredPolicy | undefined): KeySummary => {
     const info = summaryOf(row, now, lastUsedAt(row.id, row.lastUsedAt));
@@ -181,7 +201,9 @@ export function createApiKeyService({
         permissions: storedList(input.permissions),
         allowedIps: storedList(input.allowedIps),
       });
-      if ((await store.insertKeyWithinLimit(row, maxKeysPerUser, signal)) === 'limit-reached') {
+      const hook = outbox?.hook<ApiKeyRow>('key.created', (inserted) => eventData(inserted, caller.by));
+      const outcome = await written(store.insertKeyWithinLimit(row, maxKeysPerUser, signal, hook), hook);
+      if (outcome === 'limit-reached') {
         throw new KeyCapReachedError(await capOf(caller.userId));
       }
       // The six fields, and exactly the settings the request gave.
@@ -196,11 +218,68 @@ export function createApiKeyService({
       };
     },
 
-    /** Resolves with the deleted row once its removal is committed. */
+    /** Resolves with the deleted row once its removal (and its key.deleted) is committed. */
     async revokeKey(caller: Caller, id: string, signal?: AbortSignal): Promise<ApiKeyRow> {
       const row = await ownLiveKey(caller, id, 'delete');
-      if (!(await store.deleteKey(id, signal))) throw new KeyNotFoundError();
+      const hook = outbox?.hook<string>('key.deleted', () =>
+        eventData(row, caller.by, { reason: 'deleted' }),
+      );
+      if (!(await written(store.deleteKey(id, signal, hook), hook))) throw new KeyNotFoundError();
       return row;
+    },
+
+    /**
+     * Every key of the user, in one transaction, each live one's key.deleted (`reason: revoked`) in
+     * it; resolves with how many were live.
+     */
+    revokeAllKeys(userId: number, by: string, signal?: AbortSignal): Promise<number> {
+      const hook = outbox?.hookEach<ApiKeyRow[]>('key.deleted', (rows) =>
+        rows.map((row) => eventData(row, by, { reason: 'revoked' })),
+      );
+      return written(store.deleteKeysOfUser(userId, clock(), signal, hook), hook);
+    },
+
+    /** The purge's batch: expired keys, each one's key.deleted (`reason: expired`) in its transaction. */
+    deleteExpiredBatch(now: number, limit: number): Promise<number> {
+      const hook = outbox?.hookEach<ApiKeyRow[]>('key.deleted', (rows) =>
+        rows.map((row) => eventData(row, 'purge', { reason: 'expired' })),
+      );
+      return written(store.deleteExpiredBatch(now, limit, hook), hook);
+    },
+
+    /**
+     * What a leak's own write carries, in its transaction (undefined: nobody subscribes): key.leaked,
+     * beside key.deleted for a delete or key.updated for a disable (a notify changes the marker only).
+     */
+    leakHooks(
+      row: ApiKeyRow,
+      by: string,
+      fields: { source: string; url: string | null; action: 'disabled' | 'deleted' | 'notified' },
+    ): { deleted?: OutboxHook<string>; updated?: OutboxHook<ApiKeyRow> } {
+      if (outbox === undefined) return {};
+      const leaked = outbox.hook<ApiKeyRow>('key.leaked', (leakedRow) =>
+        eventData(leakedRow, by, { ...fields, url: fields.url ?? undefined }),
+      );
+      if (fields.action === 'deleted') {
+        return {
+          deleted: outbox.both<string>(
+            outbox.hook('key.deleted', () => eventData(row, by, { reason: 'deleted' })),
+            leaked && (() => leaked(row)),
+          ),
+        };
+      }
+      const updated =
+        fields.action === 'disabled'
+          ? outbox.hook<ApiKeyRow>('key.updated', (updatedRow) =>
+              eventData(updatedRow, by, { changed: ['enabled'] }),
+            )
+          : undefined;
+      return { updated: outbox.both<ApiKeyRow>(updated, leaked) };
+    },
+
+    /** Wakes the webhook sender after a write that carried events. */
+    eventsWritten(): void {
+      outbox?.committed();
     },
 
     /** The user of the live key `id`, for the operator, who acts on any user's keys; 404 as for get. */
@@ -285,10 +364,14 @@ export function createApiKeyService({
         ...(patch.permissions === undefined ? {} : { permissions: storedList(patch.permissions) }),
         ...(patch.allowedIps === undefined ? {} : { allowedIps: storedList(patch.allowedIps) }),
       };
-      const updated = await store.updateKey(id, update, now, signal);
+      const changed = Object.keys(patch);
+      const hook = outbox?.hook<ApiKeyRow>('key.updated', (updatedRow) =>
+        eventData(updatedRow, caller.by, { changed }),
+      );
+      const updated = await written(store.updateKey(id, update, now, signal, hook), hook);
       if (updated === undefined) throw new KeyNotFoundError();
       if (patch.ratelimit !== undefined) await onRateLimitReplaced?.(lineageOf(updated));
-      return { apikey: infoOf(updated, now, policy), row: updated, changed: Object.keys(patch) };
+      return { apikey: infoOf(updated, now, policy), row: updated, changed };
     },
 
     /**
@@ -321,15 +404,24 @@ export function createApiKeyService({
         allowedIps: previous.allowedIps ?? null,
       });
       const previousExpiresAt = Math.min(previous.expiresAt, now + gracePeriodSeconds * 1000);
-      const outcome = await store.rotateKey(
-        {
-          previousId: previous.id,
-          previousExpiresAt,
-          next: row,
-          // Without a grace period the old key stops at once, so the count does not grow.
-          limit: gracePeriodSeconds > 0 ? maxKeysPerUser : undefined,
-        },
-        signal,
+      const hook = outbox?.hook('key.rotated', () =>
+        eventData({ ...row, credits: previous.credits }, caller.by, {
+          previous: { key: previous.id, expiresAt: new Date(previousExpiresAt).toISOString() },
+        }),
+      );
+      const outcome = await written(
+        store.rotateKey(
+          {
+            previousId: previous.id,
+            previousExpiresAt,
+            next: row,
+            // Without a grace period the old key stops at once, so the count does not grow.
+            limit: gracePeriodSeconds > 0 ? maxKeysPerUser : undefined,
+          },
+          signal,
+          hook,
+        ),
+        hook,
       );
       if (outcome === 'not-found') throw new KeyNotFoundError();
       if (outcome === 'limit-reached') throw new KeyCapReachedError(await capOf(previous.userId));

@@ -2,9 +2,13 @@
 // a Promise (but the key lookup, which SQLite answers at once), so an engine whose reads are async
 // (PostgreSQL) fits the same shape. A write given the `signal` of the connection that asked for it
 // commits nothing once that signal has aborted (it rejects with RequestGoneError instead).
+// A write given an `outbox` hook runs it inside its transaction with what it did, and inserts the
+// webhook messages it answers in that same transaction (none when the write changed nothing): the
+// services decide which events, the stores only write them.
 // The implementations are src/db/sqlite/store.ts and src/db/postgres/store.ts.
 import { DomainError } from '../core/errors';
 import type { CreditPools, PoolsTake, StoredCredits } from '../limits/credits';
+import type { OutboxHook } from '../webhooks/events';
 
 export type { StoredCredits };
 
@@ -40,6 +44,8 @@ export type ApiKeyRow = {
   /** When its secret was first reported leaked (ms), and the report's source; null (or absent): never. */
   leakedAt?: number | null;
   leakSource?: string | null;
+  /** What its credits were last set to, and when (the cycle that began then began with that). */
+  creditsSet?: { remaining: number; at: number } | null;
 };
 
 /** What an update changes; an absent property stays as it is, a null one is removed. */
@@ -121,23 +127,34 @@ export interface ApiKeyStore {
     row: ApiKeyRow,
     limit: number,
     signal?: AbortSignal,
+    outbox?: OutboxHook<ApiKeyRow>,
   ): Promise<'inserted' | 'limit-reached'>;
 
   /** Resolves true when the key existed and its removal is committed. */
-  deleteKey(id: string, signal?: AbortSignal): Promise<boolean>;
+  deleteKey(id: string, signal?: AbortSignal, outbox?: OutboxHook<string>): Promise<boolean>;
 
   /**
    * In one transaction: the previous key (still live at `next.createdAt`) gets its new expiry and is
    * marked rotated at `next.createdAt`, and `next` is inserted; either both are committed or neither.
    */
-  rotateKey(rotation: Rotation, signal?: AbortSignal): Promise<RotationOutcome>;
+  rotateKey(
+    rotation: Rotation,
+    signal?: AbortSignal,
+    outbox?: OutboxHook<Rotation>,
+  ): Promise<RotationOutcome>;
 
   /**
    * In one transaction: the key (still live at `now`) gets `update`; its lineage's credits are
    * replaced or removed when `update.credits` says so. Resolves with the updated row, or undefined
    * when the key is gone or expired. Other replicas hear of it as of a delete.
    */
-  updateKey(id: string, update: KeyUpdate, now: number, signal?: AbortSignal): Promise<ApiKeyRow | undefined>;
+  updateKey(
+    id: string,
+    update: KeyUpdate,
+    now: number,
+    signal?: AbortSignal,
+    outbox?: OutboxHook<ApiKeyRow>,
+  ): Promise<ApiKeyRow | undefined>;
 
   /**
    * Takes `cost` from every pool of `pools` (a key's lineage's credits, its user's policy's) in one
@@ -151,12 +168,20 @@ export interface ApiKeyStore {
   /**
    * In one transaction: every key of the user (expired ones too), their credits and usage rows.
    * Resolves with how many of them were live at `now`. Other replicas hear of it as one change of
-   * the user's keys, not one per key.
+   * the user's keys, not one per key. `outbox` is given the rows of the keys that were live.
    */
-  deleteKeysOfUser(userId: number, now: number, signal?: AbortSignal): Promise<number>;
+  deleteKeysOfUser(
+    userId: number,
+    now: number,
+    signal?: AbortSignal,
+    outbox?: OutboxHook<ApiKeyRow[]>,
+  ): Promise<number>;
 
-  /** Deletes up to `limit` keys that expired at or before `now`; resolves with how many. */
-  deleteExpiredBatch(now: number, limit: number): Promise<number>;
+  /**
+   * Deletes up to `limit` keys that expired at or before `now`; resolves with how many. `outbox` is
+   * given their rows.
+   */
+  deleteExpiredBatch(now: number, limit: number, outbox?: OutboxHook<ApiKeyRow[]>): Promise<number>;
 
   /**
    * `listener` runs synchronously right after each commit that changed keys, before the writers'

@@ -3,6 +3,7 @@
 import { ConfigError, loadConfig } from '../config';
 import { systemClock } from '../core/clock';
 import { purgeExpiredKeys } from '../jobs/purge';
+import { purgeWithEvents } from '../keygate';
 import { backup } from './backup';
 import { consoleLink } from './console-link';
 import { existingDatabase, openForCommand } from './database';
@@ -45,9 +46,10 @@ async function run(argv: string[]): Promise<number> {
       return print(await consoleLink(config, parsed.options));
     case 'purge': {
       existingDatabase(config, 'purge');
-      const { store } = await openForCommand(config);
-      const removed = await purgeExpiredKeys(store, systemClock);
-      await store.close();
+      const opened = await openForCommand(config);
+      const removed = await purgeExpiredKeys(await purgeWithEvents(opened, systemClock), systemClock);
+      await opened.webhooks.close();
+      await opened.store.close();
       return print(`purged ${removed} expired keys`);
     }
     case 'migrate': {

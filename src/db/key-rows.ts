@@ -8,10 +8,13 @@ export type JoinedCredits = {
   creditsRefillAmount: number | null;
   creditsRefillIntervalMs: number | null;
   creditsRefilledAt: number | null;
+  /** What the credits were last set to, and when (absent where a read leaves them out). */
+  creditsSetRemaining?: number | null;
+  creditsSetAt?: number | null;
 };
 
 /** A key's columns as the stores select them, with its lineage's credits joined. */
-export type JoinedKey = Omit<Required<ApiKeyRow>, 'credits'> & JoinedCredits;
+export type JoinedKey = Omit<Required<ApiKeyRow>, 'credits' | 'creditsSet'> & JoinedCredits;
 
 /**
  * The row of a key read with its credits: one object literal, so every row the key cache holds has the
@@ -39,6 +42,10 @@ export function withCredits(joined: JoinedKey): ApiKeyRow {
     lastUsedAt: joined.lastUsedAt,
     leakedAt: joined.leakedAt,
     leakSource: joined.leakSource,
+    creditsSet:
+      joined.creditsSetRemaining == null || joined.creditsSetAt == null
+        ? null
+        : { remaining: Number(joined.creditsSetRemaining), at: Number(joined.creditsSetAt) },
     credits:
       creditsRemaining === null || creditsRefilledAt === null
         ? null

@@ -1,4 +1,4 @@
-// Purge of expired keys (and of usage rows past their retention), in small batches: each batch is
+// Purge of expired keys (and of usage rows and webhook messages past their retention), in small batches: each batch is
 // one short write in the group commit, and requests run between batches, so none waits long behind a
 // large purge.
 import { createAuditLog } from '../apikeys/audit';
@@ -7,6 +7,7 @@ import type { Clock } from '../core/clock';
 import type { Logger } from '../core/log';
 import { DAY_MS } from '../usage/service';
 import type { UsageStore } from '../usage/store';
+import type { WebhookStore } from '../webhooks/store';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -74,6 +75,23 @@ export function purgeOldUsage(
 }
 
 /**
+ * Webhook retention: settled messages (and derived events' marks) older than `retentionDays`, in the
+ * same paced batches; resolves with how many rows went.
+ */
+export function purgeOldWebhookMessages(
+  store: Pick<WebhookStore, 'deleteSettledBefore'>,
+  clock: Clock,
+  retentionDays: number,
+  options: PurgeOptions = {},
+): Promise<number> {
+  const batches = {
+    deleteExpiredBatch: (now: number, limit: number) =>
+      store.deleteSettledBefore(now - retentionDays * DAY_MS, limit),
+  };
+  return purgeExpiredKeys(batches, clock, options);
+}
+
+/**
  * Runs a pass every `intervalSeconds` (expired keys, then usage rows past their retention, then idle
  * rate-limit windows);
  * stop() ends a running pass after its current batch.
@@ -84,6 +102,8 @@ export function startPurgeTimer(options: {
   intervalSeconds: number;
   logger: Logger;
   usage?: { store: Pick<UsageStore, 'deleteUsageBefore'>; retentionDays: number };
+  /** Settled webhook messages past their retention. */
+  webhooks?: { store: Pick<WebhookStore, 'deleteSettledBefore'>; retentionDays: number };
   /** Drops the rate limiter's windows that hold nothing any more. */
   sweepRateLimits?: () => unknown;
 }): { stop(): Promise<void> } {
@@ -102,6 +122,14 @@ export function startPurgeTimer(options: {
           signal: stopping.signal,
         });
         if (rows > 0) options.logger.info('usage.purged', { rows, retentionDays: usage.retentionDays });
+      })
+      .then(async () => {
+        const { webhooks } = options;
+        if (webhooks === undefined) return;
+        const rows = await purgeOldWebhookMessages(webhooks.store, options.clock, webhooks.retentionDays, {
+          signal: stopping.signal,
+        });
+        if (rows > 0) options.logger.info('webhooks.purged', { rows, retentionDays: webhooks.retentionDays });
       })
       .then(async () => {
         await options.sweepRateLimits?.();

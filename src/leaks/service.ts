@@ -2,11 +2,13 @@
 // with it), and each live key it belongs to gets LEAK_ACTION, one transaction per key: `disable`
 // is the update path's enabled=false (so every replica refuses the key within a second, as after any
 // update), `delete` the delete path, `notify` changes nothing the key does. Every leak found is
-// marked on the key (leakedAt, leakSource: key info shows them), told to the key events as the
-// change it is, and told to `onLeak` (the audit line `apikey.leaked`; the webhooks' `key.leaked`).
+// marked on the key (leakedAt, leakSource: key info shows them), writes the webhooks' `key.leaked`
+// (and the change's own event) in the same transaction, and is told to the key events as the change
+// it is and to `onLeak` (the audit line `apikey.leaked`).
 // Knows no HTTP: the GitHub receiver and /admin/leaks (routes.ts) both come here.
 import type { KeyEvents } from '../apikeys/audit';
 import { hashSecret, isWellFormedSecret } from '../apikeys/secrets';
+import type { ApiKeyService } from '../apikeys/service';
 import type { ApiKeyRow, ApiKeyStore } from '../apikeys/store';
 import type { LeakAction } from '../config';
 import type { Clock } from '../core/clock';
@@ -36,10 +38,7 @@ export type LeakFound = {
   at: string;
 };
 
-/**
- * Called once for each leak found, after the key's action committed. Wired in src/keygate.ts (to the
- * audit log; the webhook outbox joins it there).
- */
+/** Called once for each leak found, after the key's action committed. Wired in src/keygate.ts (the audit log). */
 export type OnLeak = (found: LeakFound) => void;
 
 /** A secret as a scanner reported it; `source` replaces the batch's own for this one. */
@@ -49,6 +48,7 @@ export type LeakService = ReturnType<typeof createLeakService>;
 
 export function createLeakService({
   store,
+  apikeys,
   clock,
   secretPrefix,
   action,
@@ -56,6 +56,8 @@ export function createLeakService({
   onLeak,
 }: {
   store: Pick<ApiKeyStore, 'findKeysBySecretHashes' | 'updateKey' | 'deleteKey'>;
+  /** The key events each leak's write carries (key.leaked, and the change's own), in its transaction. */
+  apikeys: Pick<ApiKeyService, 'leakHooks' | 'eventsWritten'>;
   clock: Clock;
   /** SECRET_PREFIX: a secret of the checksummed shape with a wrong checksum is no one's (secrets.ts). */
   secretPrefix: string;
@@ -63,13 +65,30 @@ export function createLeakService({
   events: KeyEvents;
   onLeak: OnLeak;
 }) {
-  /** The key's action, in one transaction; false when the key went meanwhile. */
-  async function act(row: ApiKeyRow, source: string, now: number): Promise<boolean> {
-    if (action === 'delete') return store.deleteKey(row.id);
-    // The first report is kept: it says since when the secret has been out.
-    const marker = { leakedAt: row.leakedAt ?? now, leakSource: row.leakSource ?? source };
-    const update = action === 'disable' ? { enabled: false, ...marker } : marker;
-    return (await store.updateKey(row.id, update, now)) !== undefined;
+  /**
+   * The key's action, in one transaction with its events (key.leaked among them); false when the key
+   * went meanwhile.
+   */
+  async function act(
+    row: ApiKeyRow,
+    report: { source: string; url: string | null; by: string },
+    now: number,
+  ) {
+    const hooks = apikeys.leakHooks(row, report.by, {
+      source: report.source,
+      url: report.url,
+      action: OUTCOME_OF[action],
+    });
+    let done: boolean;
+    if (action === 'delete') done = await store.deleteKey(row.id, undefined, hooks.deleted);
+    else {
+      // The first report is kept: it says since when the secret has been out.
+      const marker = { leakedAt: row.leakedAt ?? now, leakSource: row.leakSource ?? report.source };
+      const update = action === 'disable' ? { enabled: false, ...marker } : marker;
+      done = (await store.updateKey(row.id, update, now, undefined, hooks.updated)) !== undefined;
+    }
+    if (done && (hooks.deleted !== undefined || hooks.updated !== undefined)) apikeys.eventsWritten();
+    return done;
   }
 
   return {
@@ -108,7 +127,7 @@ export function createLeakService({
           const report = firstReport.get(secret);
           const reportSource = report?.source ?? source;
           for (const row of liveByHash.get(hashOf.get(secret) as string) ?? []) {
-            if (!(await act(row, reportSource, now))) continue;
+            if (!(await act(row, { source: reportSource, url: report?.url ?? null, by }, now))) continue;
             done.push({ key: row.id, action: outcome });
             const change = { key: row.id, userId: row.userId, by, requestId };
             if (action === 'delete') events.deleted(change);

@@ -25,6 +25,10 @@ export function createMetrics(options: {
   engine: string;
   /** Asked at every scrape: does the database answer? */
   databaseUp: () => boolean | Promise<boolean>;
+  /** Asked at every scrape: the webhook messages not yet settled, and when the oldest was written (ms). */
+  webhookQueue?: () => Promise<{ depth: number; oldestCreatedAt: number | undefined }>;
+  /** The clock the oldest message's age is counted on. */
+  now?: () => number;
 }) {
   const registry = new Registry();
   const registers = [registry];
@@ -109,6 +113,48 @@ export function createMetrics(options: {
     registers,
   });
   databaseWritable.set(1);
+  const webhookMessages = new Counter({
+    name: 'keygate_webhook_messages_total',
+    help: 'Webhook delivery attempts by event and outcome: delivered, retry (failed, tried again later), failed (given up), dropped (its endpoint was deleted).',
+    labelNames: ['event', 'outcome'] as const,
+    registers,
+  });
+  const webhookEndpointsDisabled = new Counter({
+    name: 'keygate_webhook_endpoints_disabled_total',
+    help: 'Webhook endpoints disabled by keygate: reason="gone" (a 410), reason="failing" (three days of failures).',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  // Both read at scrape, in one query, from the shared outbox (every replica sees the same queue).
+  let queue: Promise<{ depth: number; oldestCreatedAt: number | undefined }> | undefined;
+  const queueOnce = () => {
+    // Shared by the two gauges while one read is in flight; a scrape after it settled reads afresh
+    // (a timer clearing it later let a scrape right after a delivery see the queue as it was).
+    queue ??= (options.webhookQueue?.() ?? Promise.resolve({ depth: 0, oldestCreatedAt: undefined })).finally(
+      () => {
+        queue = undefined;
+      },
+    );
+    return queue;
+  };
+  new Gauge({
+    name: 'keygate_webhook_queue_depth',
+    help: 'Webhook messages not yet delivered or given up (due now or waiting for a retry).',
+    registers,
+    async collect() {
+      this.set((await queueOnce().catch(() => ({ depth: 0 }))).depth);
+    },
+  });
+  new Gauge({
+    name: 'keygate_webhook_oldest_message_age_seconds',
+    help: 'Age of the oldest webhook message not yet delivered or given up; 0 when none.',
+    registers,
+    async collect() {
+      const { oldestCreatedAt } = await queueOnce().catch(() => ({ oldestCreatedAt: undefined }));
+      const now = (options.now ?? Date.now)();
+      this.set(oldestCreatedAt === undefined ? 0 : Math.max(0, (now - oldestCreatedAt) / 1000));
+    },
+  });
   new Gauge({
     name: 'keygate_build_info',
     help: 'Always 1; the labels say which keygate build answers.',
@@ -148,6 +194,11 @@ export function createMetrics(options: {
           return removed;
         },
       };
+    },
+    /** What the webhook sender tells (webhooks/sender.ts). */
+    webhooks: {
+      message: (event: string, outcome: string) => webhookMessages.inc({ event, outcome }),
+      endpointDisabled: (reason: 'gone' | 'failing') => webhookEndpointsDisabled.inc({ reason }),
     },
     cacheLookup(cache: string, hit: boolean): void {
       cacheLookups.inc({ cache, result: hit ? 'hit' : 'miss' });

@@ -7,6 +7,7 @@ import { storedCredits } from '../apikeys/settings';
 import { policyView } from '../apikeys/user-policy';
 import type { Clock } from '../core/clock';
 import { DomainError } from '../core/errors';
+import type { Outbox } from '../webhooks/outbox';
 import type { PolicyCache } from './cache';
 import type { PolicyStore, StoredPolicy } from './store';
 
@@ -41,13 +42,24 @@ export function createPolicyService({
   store,
   cache,
   clock,
+  outbox,
 }: {
   store: PolicyStore;
   cache: Pick<PolicyCache, 'policyOf'>;
   clock: Clock;
+  /** The webhooks' outbox: user.policy_updated, written in the change's transaction (absent: none). */
+  outbox?: Pick<Outbox, 'hook' | 'committed'>;
 }) {
+  /** user.policy_updated's hook: the policy as GET shows it (null once removed) and who changed it. */
+  const updatedHook = (by: string, policy: UserPolicy | null) =>
+    outbox?.hook<number>('user.policy_updated', (userId) => ({ userId, by, policy }));
   return {
-    async putPolicy(userId: number, input: PolicyInput, signal?: AbortSignal): Promise<UserPolicy> {
+    async putPolicy(
+      userId: number,
+      input: PolicyInput,
+      by: string,
+      signal?: AbortSignal,
+    ): Promise<UserPolicy> {
       const now = clock();
       const stored: StoredPolicy = {
         ratelimit: input.ratelimit,
@@ -56,8 +68,11 @@ export function createPolicyService({
         maxLevel: input.maxLevel,
         permissions: input.permissions ?? null,
       };
-      await store.putPolicy(userId, stored, signal);
-      return policyView(stored, now);
+      const view = policyView(stored, now);
+      const hook = updatedHook(by, view);
+      await store.putPolicy(userId, stored, signal, hook);
+      if (hook) outbox?.committed();
+      return view;
     },
 
     /** The user's policy; all four null when the user has none. */
@@ -67,8 +82,10 @@ export function createPolicyService({
       return policy === undefined ? NO_POLICY : policyView(policy, clock());
     },
 
-    async deletePolicy(userId: number, signal?: AbortSignal): Promise<void> {
-      if (!(await store.deletePolicy(userId, signal))) throw new PolicyNotFoundError();
+    async deletePolicy(userId: number, by: string, signal?: AbortSignal): Promise<void> {
+      const hook = updatedHook(by, null);
+      if (!(await store.deletePolicy(userId, signal, hook))) throw new PolicyNotFoundError();
+      if (hook) outbox?.committed();
     },
 
     /** What key info and the key rules read: at once from memory when known. */

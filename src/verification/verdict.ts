@@ -96,6 +96,13 @@ export type KeyCheck = Requirements & { cost?: number; clientAddress?: () => Add
  * (`none` when there was none) and the verdict's code, or NO_CREDENTIALS / MALFORMED for the
  * forward-auth refusals that come before a verdict.
  */
+/** What the limits did to a key, for the events derived from it (webhooks/derived.ts). */
+export type LimitsNoticed = {
+  rateLimited(row: ApiKeyRow, ratelimit: { limit: number; duration: number; scope: string }): void;
+  creditsExhausted(row: ApiKeyRow): void;
+  creditsTaken(row: ApiKeyRow, remaining: number): void;
+};
+
 export type OnVerdict = (scheme: 'key' | 'jwt' | 'none', code: string) => void;
 
 /**
@@ -115,6 +122,7 @@ export function createVerifier({
   ownerSubject,
   usage,
   limits,
+  limitsNoticed,
 }: {
   tokens: TokenUsers;
   service: Pick<ApiKeyService, 'authenticateKey'>;
@@ -124,6 +132,8 @@ export function createVerifier({
   usage?: UsageRecorder;
   /** Rate limits and credits; without them no key is limited (tests of the other rules). */
   limits?: UsageLimits;
+  /** Told what the limits did to a key (the webhooks' derived events); must not throw or wait. */
+  limitsNoticed?: LimitsNoticed;
 }) {
   // The steps of a key's verification, each a function of its own (no closure made per request): a
   // key in the key cache goes through all of them at once, without a promise.
@@ -148,9 +158,18 @@ export function createVerifier({
     if (!judged.valid || limits === undefined || outcome.status !== 'valid')
       return counted(key, outcome, judged);
     const applied = applyUsageLimits(limits, outcome.row, cost);
+    const row = outcome.row;
     return applied instanceof Promise
-      ? applied.then((settled) => counted(key, outcome, limitedVerdict(judged, settled)))
-      : counted(key, outcome, limitedVerdict(judged, applied));
+      ? applied.then((settled) => counted(key, outcome, limitedVerdict(judged, noticed(row, settled))))
+      : counted(key, outcome, limitedVerdict(judged, noticed(row, applied)));
+  };
+  const noticed = (row: ApiKeyRow, outcome: LimitsOutcome): LimitsOutcome => {
+    if (limitsNoticed === undefined) return outcome;
+    if (outcome.allowed) {
+      if (outcome.credits?.scope === 'key') limitsNoticed.creditsTaken(row, outcome.credits.remaining);
+    } else if (outcome.code === 'RATE_LIMITED') limitsNoticed.rateLimited(row, outcome.ratelimit);
+    else if (outcome.credits.scope === 'key') limitsNoticed.creditsExhausted(row);
+    return outcome;
   };
   const counted = (key: string, outcome: KeyAuthentication, final: Verdict): Verdict => {
     // Only ids that name a key are counted (a wrong secret carries its key's id); an unknown id costs

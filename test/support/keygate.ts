@@ -15,7 +15,13 @@ export type TestResponse = Awaited<ReturnType<TestKeygate['req']>>;
 export type TestKeygate = Awaited<ReturnType<typeof testKeygate>>;
 
 /** `recordUsage` false: the bench's build without usage recording (not a setting). */
-export async function testKeygate(env: Record<string, string> = {}, { recordUsage = true } = {}) {
+export async function testKeygate(
+  env: Record<string, string> = {},
+  {
+    recordUsage = true,
+    webhookDelivery,
+  }: { recordUsage?: boolean; webhookDelivery?: Parameters<typeof createKeygate>[1]['webhookDelivery'] } = {},
+) {
   // An identity provider's keys replace the shared secret (only one key source may be set).
   const asymmetric = ['JWT_JWKS_URL', 'JWT_PUBLIC_KEY', 'JWT_PUBLIC_KEY_FILE'].some((name) => name in env);
   const databaseUrl = TEST_ENGINE === 'postgres' ? await freshPostgresDatabase() : ':memory:';
@@ -45,6 +51,9 @@ export async function testKeygate(env: Record<string, string> = {}, { recordUsag
     clock: () => time.now,
     usageTimer,
     recordUsage,
+    // The webhook sender delivers when a test says so (keygate.webhooks.sender.deliverDue()).
+    webhookTimer: () => () => undefined,
+    webhookDelivery,
   });
   /** Every log line written so far, parsed; `msg` filters them. */
   // biome-ignore lint/suspicious/noExplicitAny: tests assert on whatever fields a line has.

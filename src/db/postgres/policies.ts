@@ -8,6 +8,7 @@ import { policyRow, storedPolicyOf } from '../policy-rows';
 import type { PostgresDb } from './open';
 import { userCredits, userPolicies } from './schema';
 import { unavailableOr } from './unavailable';
+import { insertOutbox } from './webhooks';
 
 /** The NOTIFY channel: a payload is the sending replica's id, a space, and the user id. */
 export const POLICIES_CHANNEL = 'keygate_policies';
@@ -71,7 +72,7 @@ export async function createPostgresPolicyStore(
       return storedPolicyOf(policy, credits);
     },
 
-    async putPolicy(userId, policy, signal) {
+    async putPolicy(userId, policy, signal, outbox) {
       const row = policyRow(userId, policy);
       const { credits } = policy;
       await write(async (tx) => {
@@ -87,11 +88,12 @@ export async function createPostgresPolicyStore(
             .onConflictDoUpdate({ target: userCredits.userId, set: credits });
         }
         await notify(tx, userId);
+        if (outbox) await insertOutbox(tx, outbox(userId));
       }, signal);
       announce(userId);
     },
 
-    async deletePolicy(userId, signal) {
+    async deletePolicy(userId, signal, outbox) {
       const deleted = await write(async (tx) => {
         await tx.delete(userCredits).where(eq(userCredits.userId, userId));
         const gone = await tx
@@ -99,6 +101,7 @@ export async function createPostgresPolicyStore(
           .where(eq(userPolicies.userId, userId))
           .returning({ userId: userPolicies.userId });
         if (gone.length > 0) await notify(tx, userId);
+        if (gone.length > 0 && outbox) await insertOutbox(tx, outbox(userId));
         return gone.length > 0;
       }, signal);
       if (deleted) announce(userId);

@@ -85,6 +85,10 @@ export const keyCredits = pgTable('key_credits', {
   refillAmount: bigint('refill_amount', { mode: 'number' }),
   refillIntervalMs: bigint('refill_interval_ms', { mode: 'number' }),
   refilledAt: bigint('refilled_at', { mode: 'number' }).notNull(),
+  // What the credits were last set to, and when (the refill anchor then): a credit cycle that began
+  // at setAt began with setRemaining, a later one with the refill amount (webhooks' key.credits_low).
+  setRemaining: bigint('set_remaining', { mode: 'number' }),
+  setAt: bigint('set_at', { mode: 'number' }),
 });
 
 /** Verification counts per key and UTC hour (`bucket`, ms), written in batches. */
@@ -204,4 +208,80 @@ export const consoleSessions = pgTable(
     index('console_sessions_user').on(table.userId),
     index('console_sessions_expires').on(table.expiresAt),
   ],
+);
+
+/**
+ * The operator's webhook endpoints. `secret` and `previousSecret` are the signing secrets as
+ * given (`whsec_…`): the sender must sign with them, so unlike a key's secret they are kept, not
+ * hashed (docs/security.md). `events` is a JSON array of event names, or ["*"].
+ */
+export const webhookEndpoints = pgTable('webhook_endpoints', {
+  id: text('id').primaryKey(),
+  url: text('url').notNull(),
+  events: text('events').notNull(),
+  description: text('description'),
+  enabled: boolean('enabled').notNull().default(true),
+  secret: text('secret').notNull(),
+  // The secret replaced by the latest rotation, still signed with until previousSecretUntil (ms).
+  previousSecret: text('previous_secret'),
+  previousSecretUntil: bigint('previous_secret_until', { mode: 'number' }),
+  createdAt: bigint('created_at', { mode: 'number' }).notNull(),
+  // The first failed attempt since the last delivery; three days of failures disable the endpoint.
+  failingSince: bigint('failing_since', { mode: 'number' }),
+});
+
+/**
+ * The outbox: one row per event and subscribed endpoint, written in the transaction of the change
+ * that caused it. `id` is its webhook-id. A pending message is due at `nextAttemptAt`; a replica that
+ * claims it (FOR UPDATE SKIP LOCKED) moves that forward by its lease, so a replica that dies leaves it
+ * to the others.
+ */
+export const webhookMessages = pgTable(
+  'webhook_messages',
+  {
+    id: text('id').primaryKey(),
+    endpointId: text('endpoint_id').notNull(),
+    type: text('type').notNull(),
+    body: text('body').notNull(),
+    createdAt: bigint('created_at', { mode: 'number' }).notNull(),
+    // pending | delivered | failed
+    status: text('status').notNull().default('pending'),
+    attempts: integer('attempts').notNull().default(0),
+    // Null once delivered or failed.
+    nextAttemptAt: bigint('next_attempt_at', { mode: 'number' }),
+    // When it was delivered or given up (retention counts from it).
+    settledAt: bigint('settled_at', { mode: 'number' }),
+  },
+  (table) => [
+    index('webhook_messages_due').on(table.nextAttemptAt).where(sql`${table.nextAttemptAt} IS NOT NULL`),
+    index('webhook_messages_endpoint').on(table.endpointId, table.createdAt),
+    index('webhook_messages_settled').on(table.settledAt).where(sql`${table.settledAt} IS NOT NULL`),
+  ],
+);
+
+/** Each attempt to deliver a message: its HTTP status, or the sentence saying why there was none. */
+export const webhookAttempts = pgTable(
+  'webhook_attempts',
+  {
+    messageId: text('message_id').notNull(),
+    n: integer('n').notNull(),
+    at: bigint('at', { mode: 'number' }).notNull(),
+    status: integer('status'),
+    error: text('error'),
+  },
+  (table) => [primaryKey({ columns: [table.messageId, table.n] })],
+);
+
+/**
+ * What the derived events have been sent for (`key.expiring` at a lead time, `key.rate_limited` in
+ * its minute): a mark is inserted in the transaction that writes the event's messages, once,
+ * whichever replica gets there first.
+ */
+export const webhookMarks = pgTable(
+  'webhook_marks',
+  {
+    mark: text('mark').primaryKey(),
+    at: bigint('at', { mode: 'number' }).notNull(),
+  },
+  (table) => [index('webhook_marks_at').on(table.at)],
 );

@@ -11,6 +11,7 @@ import { lineageOf } from '../../apikeys/settings';
 import type { ApiKeyRow, ApiKeyStore } from '../../apikeys/store';
 import type { Logger } from '../../core/log';
 import { HOUR_MS } from '../../usage/counter';
+import type { OutboxMessage } from '../../webhooks/events';
 import { keyChanges } from '../key-changes';
 import { columnsOfUpdate, type JoinedCredits, withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
@@ -19,6 +20,7 @@ import { type CommitBatch, type JobGroup, PostgresGroupCommit } from './group-co
 import type { PostgresDb } from './open';
 import { apiKeys, keyCredits, keyUsage, userKeyCounts, userPolicies } from './schema';
 import { unavailableCode, unavailableOr } from './unavailable';
+import { insertOutbox, outboxParameter } from './webhooks';
 
 /**
  * The NOTIFY channel: a payload is the sending replica's id, a space, and the comma-separated key ids,
@@ -40,6 +42,8 @@ const keyWithCredits = {
   creditsRefillAmount: keyCredits.refillAmount,
   creditsRefillIntervalMs: keyCredits.refillIntervalMs,
   creditsRefilledAt: keyCredits.refilledAt,
+  creditsSetRemaining: keyCredits.setRemaining,
+  creditsSetAt: keyCredits.setAt,
 };
 const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
 type Joined = Row & JoinedCredits;
@@ -105,14 +109,49 @@ const INSERT_WITHIN_CAP = `WITH input AS (
   )
   SELECT id FROM inserted`;
 
-type NewKey = { row: ApiKeyRow; limit: number };
+/**
+ * INSERT_WITHIN_CAP when some creates carry webhook messages: the same insert as a data-modifying
+ * CTE, and each inserted key's messages inserted by the same statement (a refused key's are not).
+ */
+const INSERT_WITHIN_CAP_WITH_OUTBOX = `WITH input AS (
+    SELECT * FROM json_to_recordset($1::text::json) AS x(n integer, id text, secret_hash text, user_id bigint,
+      level smallint, name text, created_at bigint, expires_at bigint, lineage text, rotated_at bigint,
+      enabled boolean, meta text, ratelimit_limit integer, ratelimit_duration integer, permissions text,
+      allowed_ips text, cap integer, outbox json)
+  ), ranked AS (
+    SELECT input.*, row_number() OVER (PARTITION BY user_id ORDER BY n) - 1 AS before,
+      coalesce((SELECT max_keys FROM user_policies p WHERE p.user_id = input.user_id), input.cap) AS user_cap
+    FROM input
+  ), inserted AS (
+    INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at, lineage,
+      rotated_at, enabled, meta, ratelimit_limit, ratelimit_duration, permissions, allowed_ips)
+    SELECT id, secret_hash, user_id, level, name, created_at, expires_at, lineage, rotated_at, enabled,
+      meta, ratelimit_limit, ratelimit_duration, permissions, allowed_ips
+    FROM ranked r
+    WHERE (SELECT keys FROM user_key_counts c WHERE c.user_id = r.user_id) + r.before < r.user_cap
+      OR (SELECT count(*) FROM api_keys k WHERE k.user_id = r.user_id AND k.expires_at > r.created_at)
+        + r.before < r.user_cap
+    ORDER BY n
+    RETURNING id
+  ), messages AS (
+    INSERT INTO webhook_messages (id, endpoint_id, type, body, created_at, status, attempts, next_attempt_at)
+    SELECT m.id, m.endpoint_id, m.type, m.body, m.created_at, 'pending', 0, m.created_at
+    FROM input i JOIN inserted ON inserted.id = i.id,
+      json_to_recordset(i.outbox) AS m(id text, endpoint_id text, type text, body text, created_at bigint)
+    WHERE i.outbox IS NOT NULL
+  )
+  SELECT id FROM inserted`;
+
+type NewKey = { row: ApiKeyRow; limit: number; outbox?: readonly OutboxMessage[] };
 /** Creates standing together in a batch: one INSERT_WITHIN_CAP for all of them. */
 const creates: JobGroup<NewKey, 'inserted' | 'limit-reached'> = {
   statement: (inputs) => ({
-    sql: INSERT_WITHIN_CAP,
+    sql: inputs.some((input) => input.outbox !== undefined)
+      ? INSERT_WITHIN_CAP_WITH_OUTBOX
+      : INSERT_WITHIN_CAP,
     params: [
       JSON.stringify(
-        inputs.map(({ row, limit }, n) => ({
+        inputs.map(({ row, limit, outbox }, n) => ({
           n,
           id: row.id,
           secret_hash: Buffer.from(row.secretHash).toString('hex'),
@@ -130,6 +169,7 @@ const creates: JobGroup<NewKey, 'inserted' | 'limit-reached'> = {
           permissions: row.permissions ?? null,
           allowed_ips: row.allowedIps ?? null,
           cap: limit,
+          ...(outbox === undefined ? {} : { outbox: outboxParameter(outbox) }),
         })),
       ),
     ],
@@ -141,11 +181,14 @@ const creates: JobGroup<NewKey, 'inserted' | 'limit-reached'> = {
 };
 
 /** Sets a lineage's credits (create, update), or adds them. */
-const setCredits = (tx: Tx, lineage: string, credits: NonNullable<ApiKeyRow['credits']>) =>
-  tx
+const setCredits = (tx: Tx, lineage: string, stored: NonNullable<ApiKeyRow['credits']>) => {
+  // A set starts a credit cycle with what it set.
+  const credits = { ...stored, setRemaining: stored.remaining, setAt: stored.refilledAt };
+  return tx
     .insert(keyCredits)
     .values({ lineage, ...credits })
     .onConflictDoUpdate({ target: keyCredits.lineage, set: credits });
+};
 /** A lineage's credits go with the last of its keys (run after the delete, in its transaction). */
 const dropCreditsOfGone = (tx: Tx, lineages: readonly string[]) =>
   lineages.length === 0
@@ -300,25 +343,28 @@ export async function createPostgresApiKeyStore(
       return rows.map(toRow);
     },
 
-    async insertKeyWithinLimit(row, limit, signal) {
+    async insertKeyWithinLimit(row, limit, signal, outbox) {
       const { credits } = row;
+      // The messages are known before: the statement inserts them only with the key.
+      const messages = outbox?.(row);
+      const input: NewKey = messages === undefined ? { row, limit } : { row, limit, outbox: messages };
       const outcome = await (credits
         ? write(
             async (tx) => {
-              const { sql, params } = creates.statement([{ row, limit }]);
-              const [outcome] = creates.values(await tx.$client.unsafe(sql, params), [{ row, limit }]);
+              const { sql, params } = creates.statement([input]);
+              const [outcome] = creates.values(await tx.$client.unsafe(sql, params), [input]);
               if (outcome === 'inserted') await setCredits(tx, lineageOf(row), credits);
               return outcome as 'inserted' | 'limit-reached';
             },
             { users: [row.userId], signal },
           )
-        : write({ group: creates, input: { row, limit } }, { users: [row.userId], signal }));
+        : write({ group: creates, input }, { users: [row.userId], signal }));
       // Ids carry 131 random bits, so no other replica can have this one cached as unknown: a local event only.
       if (outcome === 'inserted') announce([row.id]);
       return outcome;
     },
 
-    async deleteKey(id, signal) {
+    async deleteKey(id, signal, outbox) {
       const deleted = await write(
         async (tx) => {
           // One statement: the NOTIFY is sent only when a row went, without a second round trip.
@@ -336,6 +382,7 @@ export async function createPostgresApiKeyStore(
               [...rows].map((row) => row.lineage),
             ),
             tx.delete(keyUsage).where(eq(keyUsage.keyId, id)),
+            outbox ? insertOutbox(tx, outbox(id)) : undefined,
           ]);
           return true;
         },
@@ -345,9 +392,19 @@ export async function createPostgresApiKeyStore(
       return deleted;
     },
 
-    async deleteKeysOfUser(userId, now, signal) {
+    async deleteKeysOfUser(userId, now, signal, outbox) {
       const live = await write(
         async (tx) => {
+          if (outbox) {
+            // The live keys' rows, for their events, locked and read before the delete.
+            const rows = await tx
+              .select(keyWithCredits)
+              .from(apiKeys)
+              .leftJoin(keyCredits, creditsOfKey)
+              .where(and(eq(apiKeys.userId, userId), gt(apiKeys.expiresAt, now)))
+              .for('update', { of: apiKeys });
+            await insertOutbox(tx, outbox(rows.map(toRow)));
+          }
           const rows = await tx.execute<{ id: string; lineage: string; expires_at: string | number }>(sql`
             DELETE FROM ${apiKeys} WHERE ${apiKeys.userId} = ${userId}
             RETURNING ${apiKeys.id}, coalesce(${apiKeys.lineage}, ${apiKeys.id}) AS lineage, ${apiKeys.expiresAt}`);
@@ -372,7 +429,8 @@ export async function createPostgresApiKeyStore(
       return live;
     },
 
-    async rotateKey({ previousId, previousExpiresAt, next, limit }, signal) {
+    async rotateKey(rotation, signal, outbox) {
+      const { previousId, previousExpiresAt, next, limit } = rotation;
       const outcome = await write(
         async (tx) => {
           const now = next.createdAt;
@@ -397,6 +455,7 @@ export async function createPostgresApiKeyStore(
             tx.insert(apiKeys).values(toColumns(next)),
             tx.$client.unsafe(COUNT_CREATION, [now - (now % HOUR_MS)]),
             notify(tx, [previousId]),
+            outbox ? insertOutbox(tx, outbox(rotation)) : undefined,
           ]);
           return 'rotated' as const;
         },
@@ -406,7 +465,7 @@ export async function createPostgresApiKeyStore(
       return outcome;
     },
 
-    async updateKey(id, update, now, signal) {
+    async updateKey(id, update, now, signal, outbox) {
       const updated = await write(
         async (tx) => {
           // Locked and checked again inside the transaction: a delete or rotation elsewhere may have won.
@@ -434,7 +493,10 @@ export async function createPostgresApiKeyStore(
             .from(apiKeys)
             .leftJoin(keyCredits, creditsOfKey)
             .where(eq(apiKeys.id, id));
-          return row === undefined ? undefined : { row: toRow(row), ids };
+          if (row === undefined) return undefined;
+          const updatedRow = toRow(row);
+          if (outbox) await insertOutbox(tx, outbox(updatedRow));
+          return { row: updatedRow, ids };
         },
         { signal },
       );
@@ -444,14 +506,28 @@ export async function createPostgresApiKeyStore(
 
     takeCredits: postgresCreditTakes(db.$client),
 
-    async deleteExpiredBatch(now, limit) {
+    async deleteExpiredBatch(now, limit, outbox) {
       // SKIP LOCKED: replicas purging at the same time take different rows, and none waits on another.
       // It shares a transaction with the requests' writes of the moment, like any other write.
       const ids = await write(async (tx) => {
+        let batch = sql`SELECT ${apiKeys.id} FROM ${apiKeys} WHERE ${apiKeys.expiresAt} <= ${now}
+            ORDER BY ${apiKeys.expiresAt} LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
+        if (outbox) {
+          // The batch's rows, locked and read first for their events; then deleted by id.
+          const expired = await tx
+            .select(keyWithCredits)
+            .from(apiKeys)
+            .leftJoin(keyCredits, creditsOfKey)
+            .where(lte(apiKeys.expiresAt, now))
+            .orderBy(apiKeys.expiresAt)
+            .limit(limit)
+            .for('update', { of: apiKeys, skipLocked: true });
+          const rows = expired.map(toRow);
+          await insertOutbox(tx, outbox(rows));
+          batch = sql`SELECT unnest(${`{${rows.map((row) => row.id).join(',')}}`}::text[])`;
+        }
         const rows = await tx.execute<{ id: string; lineage: string }>(sql`
-          DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ANY(ARRAY(
-            SELECT ${apiKeys.id} FROM ${apiKeys} WHERE ${apiKeys.expiresAt} <= ${now}
-            ORDER BY ${apiKeys.expiresAt} LIMIT ${limit} FOR UPDATE SKIP LOCKED))
+          DELETE FROM ${apiKeys} WHERE ${apiKeys.id} = ANY(ARRAY(${batch}))
           RETURNING ${apiKeys.id}, coalesce(${apiKeys.lineage}, ${apiKeys.id}) AS lineage`);
         await dropCreditsOfGone(
           tx,

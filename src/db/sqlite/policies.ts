@@ -7,9 +7,11 @@ import { policyRow, storedPolicyOf } from '../policy-rows';
 import type { Db } from './open';
 import { userCredits, userPolicies } from './schema';
 import { type SqliteApiKeyStore, unavailableOr } from './store';
+import { sqliteOutboxWriter } from './webhooks';
 
 export function createSqlitePolicyStore(db: Db, write: SqliteApiKeyStore['write']): PolicyStore {
   const listeners = new Set<PolicyChangedListener>();
+  const writeOutbox = sqliteOutboxWriter(db.$client);
   const announce = (userId: number) => {
     for (const listener of listeners) listener(userId);
   };
@@ -40,7 +42,7 @@ export function createSqlitePolicyStore(db: Db, write: SqliteApiKeyStore['write'
       }
     },
 
-    putPolicy(userId, policy, signal) {
+    putPolicy(userId, policy, signal, outbox) {
       const row = policyRow(userId, policy);
       const { credits } = policy;
       return write(
@@ -56,23 +58,25 @@ export function createSqlitePolicyStore(db: Db, write: SqliteApiKeyStore['write'
               .onConflictDoUpdate({ target: userCredits.userId, set: credits })
               .run();
           }
+          if (outbox) writeOutbox(outbox(userId));
         },
         () => announce(userId),
         signal,
       );
     },
 
-    deletePolicy(userId, signal) {
+    deletePolicy(userId, signal, outbox) {
       return write(
         () => {
           db.delete(userCredits).where(eq(userCredits.userId, userId)).run();
-          return (
+          const deleted =
             db
               .delete(userPolicies)
               .where(eq(userPolicies.userId, userId))
               .returning({ userId: userPolicies.userId })
-              .all().length > 0
-          );
+              .all().length > 0;
+          if (deleted && outbox) writeOutbox(outbox(userId));
+          return deleted;
         },
         (deleted) => {
           if (deleted) announce(userId);

@@ -71,6 +71,10 @@ export const keyCredits = sqliteTable('key_credits', {
   refillAmount: integer('refill_amount'),
   refillIntervalMs: integer('refill_interval_ms'),
   refilledAt: integer('refilled_at').notNull(),
+  // What the credits were last set to, and when (the refill anchor then): a credit cycle that began
+  // at setAt began with setRemaining, a later one with the refill amount (webhooks' key.credits_low).
+  setRemaining: integer('set_remaining'),
+  setAt: integer('set_at'),
 });
 
 /** Verification counts per key and UTC hour (`bucket`, ms), written in batches. */
@@ -188,4 +192,82 @@ export const consoleSessions = sqliteTable(
     index('console_sessions_user').on(table.userId),
     index('console_sessions_expires').on(table.expiresAt),
   ],
+);
+
+/**
+ * The operator's webhook endpoints. `secret` and `previousSecret` are the signing secrets as
+ * given (`whsec_…`): the sender must sign with them, so unlike a key's secret they are kept, not
+ * hashed (docs/security.md). `events` is a JSON array of event names, or ["*"].
+ */
+export const webhookEndpoints = sqliteTable('webhook_endpoints', {
+  id: text('id').primaryKey(),
+  url: text('url').notNull(),
+  events: text('events').notNull(),
+  description: text('description'),
+  enabled: integer('enabled', { mode: 'boolean' }).notNull().default(true),
+  secret: text('secret').notNull(),
+  // The secret replaced by the latest rotation, still signed with until previousSecretUntil (ms).
+  previousSecret: text('previous_secret'),
+  previousSecretUntil: integer('previous_secret_until'),
+  createdAt: integer('created_at').notNull(),
+  // The first failed attempt since the last delivery; three days of failures disable the endpoint.
+  failingSince: integer('failing_since'),
+});
+
+/**
+ * The outbox: one row per event and subscribed endpoint, written in the transaction of the change
+ * that caused it. `id` is its webhook-id. A pending message is due at `nextAttemptAt`; a sender that
+ * claims it moves that forward by its lease, so a sender that dies leaves it to the others.
+ */
+export const webhookMessages = sqliteTable(
+  'webhook_messages',
+  {
+    id: text('id').primaryKey(),
+    endpointId: text('endpoint_id').notNull(),
+    type: text('type').notNull(),
+    body: text('body').notNull(),
+    createdAt: integer('created_at').notNull(),
+    // pending | delivered | failed
+    status: text('status').notNull().default('pending'),
+    attempts: integer('attempts').notNull().default(0),
+    // Null once delivered or failed.
+    nextAttemptAt: integer('next_attempt_at'),
+    // When it was delivered or given up (retention counts from it).
+    settledAt: integer('settled_at'),
+  },
+  (table) => [
+    // The sender finds due messages in order without scanning delivered ones.
+    index('webhook_messages_due').on(table.nextAttemptAt).where(sql`${table.nextAttemptAt} IS NOT NULL`),
+    // An endpoint's messages, latest first.
+    index('webhook_messages_endpoint').on(table.endpointId, table.createdAt),
+    // Retention removes settled messages in order.
+    index('webhook_messages_settled').on(table.settledAt).where(sql`${table.settledAt} IS NOT NULL`),
+  ],
+);
+
+/** Each attempt to deliver a message: its HTTP status, or the sentence saying why there was none. */
+export const webhookAttempts = sqliteTable(
+  'webhook_attempts',
+  {
+    messageId: text('message_id').notNull(),
+    n: integer('n').notNull(),
+    at: integer('at').notNull(),
+    status: integer('status'),
+    error: text('error'),
+  },
+  (table) => [primaryKey({ columns: [table.messageId, table.n] })],
+);
+
+/**
+ * What the derived events have been sent for (`key.expiring` at a lead time, a credit cycle's
+ * `key.credits_low`, `key.rate_limited` in its minute): a mark is inserted in the transaction that
+ * writes the event's messages, once, whichever replica gets there first.
+ */
+export const webhookMarks = sqliteTable(
+  'webhook_marks',
+  {
+    mark: text('mark').primaryKey(),
+    at: integer('at').notNull(),
+  },
+  (table) => [index('webhook_marks_at').on(table.at)],
 );

@@ -14,6 +14,7 @@ import { sqliteCreditTakes } from './credits';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
 import type { Db } from './open';
 import { apiKeys, keyCredits, keyUsage, userKeyCounts, userPolicies } from './schema';
+import { sqliteOutboxWriter } from './webhooks';
 
 // SQLite answers these when the disk, the file or another process's lock is in the way.
 const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)/;
@@ -61,6 +62,7 @@ export function createSqliteApiKeyStore(
     drained: () => groupCommit.drained(),
   };
   const { announce, onKeysChanged } = keyChanges();
+  const writeOutbox = sqliteOutboxWriter(db.$client);
 
   // A key with its lineage's credits, in one read.
   const keyWithCredits = {
@@ -69,6 +71,8 @@ export function createSqliteApiKeyStore(
     creditsRefillAmount: keyCredits.refillAmount,
     creditsRefillIntervalMs: keyCredits.refillIntervalMs,
     creditsRefilledAt: keyCredits.refilledAt,
+    creditsSetRemaining: keyCredits.setRemaining,
+    creditsSetAt: keyCredits.setAt,
   };
   const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
   const selectKeys = () => db.select(keyWithCredits).from(apiKeys).leftJoin(keyCredits, creditsOfKey);
@@ -119,6 +123,9 @@ export function createSqliteApiKeyStore(
       refillAmount: sql.placeholder('refillAmount'),
       refillIntervalMs: sql.placeholder('refillIntervalMs'),
       refilledAt: sql.placeholder('refilledAt'),
+      // A set (create, update) starts a credit cycle with what it set.
+      setRemaining: sql.placeholder('remaining'),
+      setAt: sql.placeholder('refilledAt'),
     })
     .onConflictDoUpdate({
       target: keyCredits.lineage,
@@ -127,6 +134,8 @@ export function createSqliteApiKeyStore(
         refillAmount: sql`excluded.refill_amount`,
         refillIntervalMs: sql`excluded.refill_interval_ms`,
         refilledAt: sql`excluded.refilled_at`,
+        setRemaining: sql`excluded.set_remaining`,
+        setAt: sql`excluded.set_at`,
       },
     })
     .prepare();
@@ -259,6 +268,16 @@ export function createSqliteApiKeyStore(
     .returning({ lineage: apiKeys.lineage, id: apiKeys.id, expiresAt: apiKeys.expiresAt })
     .prepare();
 
+  // The rows an outbox hook is given: read in the deleting transaction, before the delete.
+  const liveKeysOfUser = selectKeys()
+    .where(and(eq(apiKeys.userId, sql.placeholder('userId')), gt(apiKeys.expiresAt, sql.placeholder('now'))))
+    .prepare();
+  const expiredBatch = selectKeys()
+    .where(lte(apiKeys.expiresAt, sql.placeholder('now')))
+    .orderBy(apiKeys.expiresAt)
+    .limit(sql.placeholder('limit'))
+    .prepare();
+
   // SQLite has no portable DELETE ... LIMIT: pick the batch in a subquery on the expires_at index.
   const deleteExpired = db
     .delete(apiKeys)
@@ -339,11 +358,12 @@ export function createSqliteApiKeyStore(
       return rows.map(withCredits);
     },
 
-    insertKeyWithinLimit(row: ApiKeyRow, limit: number, signal?: AbortSignal) {
+    insertKeyWithinLimit(row: ApiKeyRow, limit: number, signal?: AbortSignal, outbox?) {
       return writer.write(
         () => {
           if (!belowCap(row.userId, row.createdAt, limit)) return 'limit-reached' as const;
           insertRow(row);
+          if (outbox) writeOutbox(outbox(row));
           return 'inserted' as const;
         },
         (outcome) => {
@@ -354,13 +374,14 @@ export function createSqliteApiKeyStore(
       );
     },
 
-    deleteKey(id, signal) {
+    deleteKey(id, signal, outbox) {
       return writer.write(
         () => {
           const gone = deleteById.all({ id });
           if (gone.length === 0) return false;
           dropCreditsOfGone(gone.map(lineageOf));
           deleteUsageOf.run({ id });
+          if (outbox) writeOutbox(outbox(id));
           return true;
         },
         (deleted) => {
@@ -370,9 +391,10 @@ export function createSqliteApiKeyStore(
       );
     },
 
-    deleteKeysOfUser(userId, now, signal) {
+    deleteKeysOfUser(userId, now, signal, outbox) {
       return writer.write(
         () => {
+          if (outbox) writeOutbox(outbox(liveKeysOfUser.all({ userId, now }).map(withCredits)));
           deleteUsageOfUser.run({ userId });
           const gone = deleteOfUser.all({ userId });
           dropCreditsOfGone(gone.map(lineageOf));
@@ -383,7 +405,8 @@ export function createSqliteApiKeyStore(
       );
     },
 
-    rotateKey({ previousId, previousExpiresAt, next, limit }, signal) {
+    rotateKey(rotation, signal, outbox) {
+      const { previousId, previousExpiresAt, next, limit } = rotation;
       return writer.write(
         () => {
           const now = next.createdAt;
@@ -393,6 +416,7 @@ export function createSqliteApiKeyStore(
           if (limit !== undefined && !belowCap(next.userId, now, limit)) return 'limit-reached' as const;
           retire.run({ id: previousId, expiresAt: previousExpiresAt, rotatedAt: now });
           insertRow(next);
+          if (outbox) writeOutbox(outbox(rotation));
           return 'rotated' as const;
         },
         (outcome) => {
@@ -402,7 +426,7 @@ export function createSqliteApiKeyStore(
       );
     },
 
-    updateKey(id, update, now, signal) {
+    updateKey(id, update, now, signal, outbox) {
       return writer
         .write(
           () => {
@@ -415,7 +439,9 @@ export function createSqliteApiKeyStore(
             const lineage = lineageOf(current);
             if (credits === null) deleteCredits.run({ lineage });
             else if (credits !== undefined) insertCredits.run({ lineage, ...credits });
-            return { row: findById.get({ id }), lineage };
+            const row = findById.get({ id });
+            if (outbox && row) writeOutbox(outbox(row));
+            return { row, lineage };
           },
           (updated) => {
             // Every key of the lineage: its credits are theirs too.
@@ -435,11 +461,17 @@ export function createSqliteApiKeyStore(
         .catch(secondPoolRefusal);
     },
 
-    deleteExpiredBatch(now, limit) {
+    deleteExpiredBatch(now, limit, outbox) {
       return writer
         .write(
           () => {
-            const gone = deleteExpired.all({ now, limit });
+            let gone: Array<{ id: string; lineage: string | null }>;
+            if (outbox) {
+              // Read first, for the events' key info, then deleted by id in the same transaction.
+              const rows = expiredBatch.all({ now, limit }).map(withCredits);
+              gone = rows.flatMap((row) => deleteById.all({ id: row.id }));
+              writeOutbox(outbox(rows));
+            } else gone = deleteExpired.all({ now, limit });
             dropCreditsOfGone(gone.map(lineageOf));
             for (const { id } of gone) deleteUsageOf.run({ id });
             return gone.map((row) => row.id);
