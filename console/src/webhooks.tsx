@@ -3,7 +3,7 @@
 // attempts and a retry. Thin: the server checks URLs and event names; a refusal shows its sentence.
 import { useEffect, useState } from 'preact/hooks';
 import { call } from './api';
-import { when } from './format';
+import { toTheSecond, when } from './format';
 import { attempt, Dialog, FormButtons, SecretDialog } from './ui';
 
 /**
@@ -495,7 +495,8 @@ function MessagesPanel({ endpoint }: { endpoint: Endpoint }) {
                       <ol id={listId} aria-label={`Attempts of ${message.id}`}>
                         {message.attempts.map((sent, index) => (
                           <li key={`${index}-${sent.at}`}>
-                            {when(sent.at)}: {sent.status === null ? 'no answer' : `HTTP ${sent.status}`}
+                            {toTheSecond(sent.at)}:{' '}
+                            {sent.status === null ? 'no answer' : `HTTP ${sent.status}`}
                             {sent.error ? ` (${sent.error})` : ''}
                           </li>
                         ))}
