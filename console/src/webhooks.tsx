@@ -95,8 +95,7 @@ export function WebhooksPanel() {
           </button>
         </div>
         <p class="muted">
-          Each endpoint receives the events it subscribes to, signed (Standard Webhooks) with its own secret,
-          and retried for 3 days until it answers 2xx.
+          Each endpoint receives the events it subscribes to, signed with its own secret (Standard Webhooks).
         </p>
         {failed && (
           <p role="alert" class="failed" data-testid="webhooks-failed">
