@@ -31,6 +31,13 @@ export function Dialog({
         event.preventDefault();
         if (closable) onClose();
       }}
+      // Chromium lets a page refuse only one Escape per user activation (close watchers): the next
+      // one closes the dialog anyway. A dialog that must stay (a secret not yet acknowledged) opens
+      // again; any other is closed for good.
+      onClose={() => {
+        if (closable) onClose();
+        else ref.current?.showModal();
+      }}
     >
       <h2 id={titleId}>{title}</h2>
       {children}
