@@ -29,6 +29,11 @@ export function when(iso: string | null): string {
   return new Date(iso).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' });
 }
 
+/** To the second: a delivery's attempts may be seconds apart. */
+export function toTheSecond(iso: string): string {
+  return new Date(iso).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
+}
+
 export function seconds(total: number): string {
   const units: Array<[number, string]> = [
     [31_536_000, 'year'],

@@ -6,7 +6,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { type Bucket, type CreatedKey, call, type Key, type KeyRoutes, type Rules } from './api';
 import { Sparkline, UsageChart } from './charts';
 import { day, maskKey, seconds, statusOf, when } from './format';
-import { attempt, Dialog, FormButtons, notify } from './ui';
+import { attempt, Dialog, FormButtons, SecretDialog } from './ui';
 
 type Page = { apikeys: Key[]; nextCursor: string | null };
 
@@ -221,7 +221,7 @@ export function KeysPanel({ routes, rules, heading }: { routes: KeyRoutes; rules
         />
       )}
       {action?.kind === 'secret' && (
-        <SecretDialog
+        <KeySecretDialog
           created={action.created}
           previous={action.previous}
           onClose={() => setAction(undefined)}
@@ -490,7 +490,7 @@ function CreateDialog({
   );
 }
 
-function SecretDialog({
+function KeySecretDialog({
   created,
   previous,
   onClose,
@@ -499,63 +499,18 @@ function SecretDialog({
   previous?: string;
   onClose: () => void;
 }) {
-  const [acknowledged, setAcknowledged] = useState(false);
-  const copy = (text: string, what: string) =>
-    navigator.clipboard.writeText(text).then(
-      () => notify(`${what} copied.`),
-      () => notify(`Could not copy the ${what.toLowerCase()}: select it and copy it by hand.`, true),
-    );
   return (
-    <Dialog
+    <SecretDialog
       title={previous ? 'The new key’s secret' : 'Your new key’s secret'}
+      warning={`Copy the secret now: keygate keeps only its hash and will never show it again.${
+        previous ? ` The old key ${maskKey(previous)} keeps working until its grace period ends.` : ''
+      }`}
+      shown={[
+        { label: 'Key', value: created.key, testId: 'new-key' },
+        { label: 'Secret', value: created.secret, testId: 'new-secret' },
+      ]}
       onClose={onClose}
-      closable={acknowledged}
-    >
-      <div class="form">
-        <p class="warning" id="secret-warning">
-          Copy the secret now: keygate keeps only its hash and will never show it again.
-          {previous && ` The old key ${maskKey(previous)} keeps working until its grace period ends.`}
-        </p>
-        <label>
-          Key
-          <input
-            readOnly
-            value={created.key}
-            data-testid="new-key"
-            onFocus={(event) => event.currentTarget.select()}
-          />
-        </label>
-        <button type="button" onClick={() => copy(created.key, 'Key')}>
-          Copy key
-        </button>
-        <label>
-          Secret
-          <input
-            readOnly
-            value={created.secret}
-            data-testid="new-secret"
-            aria-describedby="secret-warning"
-            onFocus={(event) => event.currentTarget.select()}
-          />
-        </label>
-        <button type="button" onClick={() => copy(created.secret, 'Secret')}>
-          Copy secret
-        </button>
-        <label class="choice">
-          <input
-            type="checkbox"
-            checked={acknowledged}
-            onChange={(event) => setAcknowledged(event.currentTarget.checked)}
-          />
-          I have copied the secret; I understand it will not be shown again.
-        </label>
-        <div class="buttons">
-          <button type="button" class="primary" disabled={!acknowledged} onClick={onClose}>
-            Done
-          </button>
-        </div>
-      </div>
-    </Dialog>
+    />
   );
 }
 

@@ -1,13 +1,14 @@
 // The operator's console: find a user (by id, or issuer and subject with mapped ids) or a key (by id
 // prefix or name), a user's keys at every level with every action, the user's policy, usage and
-// revoke-all, and the overview. Thin: the operator's routes say what is allowed.
+// revoke-all, the overview, and the webhook endpoints. Thin: the operator's routes say what is allowed.
 import { useEffect, useState } from 'preact/hooks';
 import { actingFor, type Bucket, call, type Key, type Rules } from './api';
 import { maskKey, when } from './format';
 import { KeysPanel, UsageView } from './keys';
 import { attempt, Dialog, FormButtons } from './ui';
+import { WebhooksPanel } from './webhooks';
 
-type View = { kind: 'find' } | { kind: 'user'; userId: number } | { kind: 'overview' };
+type View = { kind: 'find' } | { kind: 'user'; userId: number } | { kind: 'overview' } | { kind: 'webhooks' };
 
 export function OperatorConsole({ rules }: { rules: Rules }) {
   const [view, setView] = useState<View>({ kind: 'find' });
@@ -17,7 +18,7 @@ export function OperatorConsole({ rules }: { rules: Rules }) {
       <nav class="tabs" aria-label="Operator">
         <button
           type="button"
-          aria-pressed={view.kind !== 'overview'}
+          aria-pressed={view.kind === 'find' || view.kind === 'user'}
           onClick={() => setView({ kind: 'find' })}
         >
           Users and keys
@@ -29,9 +30,18 @@ export function OperatorConsole({ rules }: { rules: Rules }) {
         >
           Overview
         </button>
+        <button
+          type="button"
+          aria-pressed={view.kind === 'webhooks'}
+          onClick={() => setView({ kind: 'webhooks' })}
+        >
+          Webhooks
+        </button>
       </nav>
       {view.kind === 'overview' ? (
         <Overview openUser={openUser} />
+      ) : view.kind === 'webhooks' ? (
+        <WebhooksPanel />
       ) : (
         <>
           <Find rules={rules} openUser={openUser} />

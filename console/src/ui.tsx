@@ -1,5 +1,6 @@
 // Small pieces every screen uses: a modal dialog (the browser's own <dialog>: focus kept inside,
-// Escape closes it, focus goes back where it was), and the line that says whether an action worked.
+// Escape closes it, focus goes back where it was), a secret shown once, and the line that says
+// whether an action worked.
 import type { ComponentChildren } from 'preact';
 import { useEffect, useId, useRef, useState } from 'preact/hooks';
 
@@ -29,6 +30,13 @@ export function Dialog({
       onCancel={(event) => {
         event.preventDefault();
         if (closable) onClose();
+      }}
+      // Chromium lets a page refuse only one Escape per user activation (close watchers): the next
+      // one closes the dialog anyway. A dialog that must stay (a secret not yet acknowledged) opens
+      // again; any other is closed for good.
+      onClose={() => {
+        if (closable) onClose();
+        else ref.current?.showModal();
       }}
     >
       <h2 id={titleId}>{title}</h2>
@@ -103,5 +111,71 @@ export function FormButtons({
         Cancel
       </button>
     </div>
+  );
+}
+
+/** One value a secret dialog shows: its label names its copy button ("Copy secret") and its notice. */
+export type ShownOnce = { label: string; value: string; testId: string };
+
+/**
+ * A secret shown once (a key's, a webhook endpoint's signing secret): copy buttons, a warning, and no
+ * way to close the dialog (not even Escape) until the reader says the secret was copied.
+ */
+export function SecretDialog({
+  title,
+  warning,
+  shown,
+  onClose,
+}: {
+  title: string;
+  warning: string;
+  shown: ShownOnce[];
+  onClose: () => void;
+}) {
+  const [acknowledged, setAcknowledged] = useState(false);
+  const warningId = useId();
+  const copy = (text: string, what: string) =>
+    navigator.clipboard.writeText(text).then(
+      () => notify(`${what} copied.`),
+      () => notify(`Could not copy the ${what.toLowerCase()}: select it and copy it by hand.`, true),
+    );
+  return (
+    <Dialog title={title} onClose={onClose} closable={acknowledged}>
+      <div class="form">
+        <p class="warning" id={warningId}>
+          {warning}
+        </p>
+        {shown.map(({ label, value, testId }) => (
+          <div class="form" key={testId}>
+            <label>
+              {label}
+              <input
+                readOnly
+                value={value}
+                data-testid={testId}
+                aria-describedby={warningId}
+                onFocus={(event) => event.currentTarget.select()}
+              />
+            </label>
+            <button type="button" onClick={() => copy(value, label)}>
+              Copy {label.toLowerCase()}
+            </button>
+          </div>
+        ))}
+        <label class="choice">
+          <input
+            type="checkbox"
+            checked={acknowledged}
+            onChange={(event) => setAcknowledged(event.currentTarget.checked)}
+          />
+          I have copied the secret; I understand it will not be shown again.
+        </label>
+        <div class="buttons">
+          <button type="button" class="primary" disabled={!acknowledged} onClick={onClose}>
+            Done
+          </button>
+        </div>
+      </div>
+    </Dialog>
   );
 }
