@@ -270,6 +270,7 @@ export function createApp({
     const { publicUrl } = consoleOptions;
     const userSession = userSessionAuth({ sessions, publicUrl });
     const operatorActingFor = operatorActingForUserAuth({ sessions, publicUrl });
+    const operatorSession = operatorSessionAuth({ sessions, publicUrl });
     app.use(sessionLinkRoutes({ tokenAuth: jwtAuth(tokens), operatorScheme, sessions, logger })).use(
       consoleRoutes({
         sessions,
@@ -283,7 +284,8 @@ export function createApp({
         api: [
           apiKeyRoutes({ ...routes, suffix: 'session', auth: userSession }),
           usageRoutes({ suffix: 'session', auth: userSession, apikeys: service, usage, clock }),
-          adminRoutes({ ...adminOptions, auth: operatorSessionAuth({ sessions, publicUrl }) }),
+          adminRoutes({ ...adminOptions, auth: operatorSession }),
+          webhookRoutes({ auth: operatorSession, webhooks, allowPrivate: webhookAllowPrivate }),
         ],
         // The operator acting for one user, through the owner's routes (rotate has no /admin route).
         operatorApi: [
