@@ -4,12 +4,13 @@
 // happened. The tests sign tokens with the server's secret and ask the API for links, as a host
 // application would.
 import { expect } from 'bun:test';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
 import { createJwtAuthority } from '../../src/auth/jwt';
 import { buildBinary, readStartLine } from '../support/binary';
+import { ensureDebianPackages } from '../support/debian-packages';
 import { freshPostgresDatabase, TEST_ENGINE } from '../support/postgres';
 
 export const SECRET = 'browser-test-secret-that-is-at-least-32-bytes';
@@ -32,6 +33,11 @@ export function binary(): string {
 }
 
 export async function theBrowser(): Promise<Browser> {
+  if (!ensureDebianPackages(['chromium'], () => existsSync(CHROMIUM))) {
+    throw new Error(
+      `No Chromium at ${CHROMIUM}: apt-get install chromium (as .ci/run does), or set KEYGATE_CHROMIUM.`,
+    );
+  }
   browser ??= await chromium.launch({
     executablePath: CHROMIUM,
     // As root (CI) Chromium needs --no-sandbox.

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SQL } from 'bun';
 import { openPostgres } from '../../src/db/postgres/open';
+import { ensureDebianPackages } from './debian-packages';
 
 export type ThrowawayPostgres = {
   /** `postgres://…` for the database `keygate`. */
@@ -37,11 +38,8 @@ export function postgresBin(): string {
           .filter((version) => existsSync(join(SERVER_ROOT, version, 'bin', 'initdb')))
           .sort((a, b) => Number(b) - Number(a))[0]
       : undefined;
-  let version = find();
-  if (version === undefined && process.getuid?.() === 0) {
-    run('apt-get', ['install', '-y', '-qq', 'postgresql'], { DEBIAN_FRONTEND: 'noninteractive' });
-    version = find();
-  }
+  ensureDebianPackages(['postgresql'], () => find() !== undefined);
+  const version = find();
   if (version === undefined) {
     throw new Error(
       `No PostgreSQL server under ${SERVER_ROOT}: apt-get install postgresql (as .ci/run does).`,
