@@ -53,6 +53,8 @@ async function allPages(
 
 const verify = (k: TestKeygate, body: Record<string, unknown>) => k.req('POST', '/apikeys/verify', { body });
 const verifyKey = (k: TestKeygate, key: Key, secret = key.secret) => verify(k, { key: key.key, secret });
+/** A secret that differs from the key's own in its last character, whatever that was. */
+const wrongSecret = (key: Key) => `${key.secret.slice(0, -1)}${key.secret.endsWith('x') ? 'y' : 'x'}`;
 
 describe('who may ask', () => {
   const PATHS = ['/admin/users', '/admin/apikeys', '/admin/apikeys?q=ci', '/admin/overview'];
@@ -353,7 +355,7 @@ describe('GET /admin/overview', () => {
     await verifyKey(k, key);
     await verifyKey(k, key);
     await verify(k, { key: key.key, secret: key.secret, minLevel: 5 }); // INSUFFICIENT_LEVEL
-    await verifyKey(k, key, `${key.secret.slice(0, -1)}x`); // a wrong secret: NOT_FOUND
+    await verifyKey(k, key, wrongSecret(key)); // NOT_FOUND
     await verify(k, { key: `kg_${'Z'.repeat(22)}`, secret: key.secret }); // an unknown key: NOT_FOUND
     await verify(k, { token }); // VALID
     await verify(k, { token: `${token}x` }); // INVALID_TOKEN
@@ -410,7 +412,7 @@ describe('GET /admin/overview', () => {
     for (let user = 1; user <= 12; user++) {
       for (let i = 0; i < user; i++) await verifyKey(k, keys[user - 1] as Key);
     }
-    await verifyKey(k, keys[12] as Key, `${(keys[12] as Key).secret.slice(0, -1)}x`);
+    await verifyKey(k, keys[12] as Key, wrongSecret(keys[12] as Key));
     await verify(k, { key: (keys[12] as Key).key, secret: (keys[12] as Key).secret, minLevel: 8 });
     const overview = (await get(k, '/admin/overview')).json;
     expect(overview.topKeys).toEqual(
