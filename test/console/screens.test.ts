@@ -21,7 +21,14 @@ setDefaultTimeout(30_000);
 let server: Server;
 const USER = 80;
 beforeAll(async () => {
-  server = await startServer();
+  // An http endpoint on loopback, for the webhooks screen: nothing listens there, nothing leaves.
+  server = await startServer({ WEBHOOK_ALLOW_PRIVATE: 'true' });
+  const admin = { authorization: `Bearer ${await server.token('ops', { scope: 'keygate:admin' })}` };
+  await server.api('POST', '/admin/webhooks', admin, {
+    url: 'http://127.0.0.1:9/keygate-events',
+    events: ['key.created', 'key.deleted', 'key.leaked'],
+    description: 'billing service',
+  });
   const production = await server.createKey(USER, {
     name: 'production',
     level: 3,
@@ -138,6 +145,11 @@ describe.skipIf(TEST_ENGINE === 'postgres')(
               .getByRole('heading', { name: `Policy of user ${USER}` })
               .scrollIntoViewIfNeeded();
             await shoot(operator, `operator-policy-${width}-${colorScheme}`);
+          }
+          if (width === 1280 && colorScheme === 'light') {
+            await operator.page.getByRole('button', { name: 'Webhooks' }).click();
+            await operator.page.getByRole('heading', { name: 'Webhook endpoints' }).waitFor();
+            await shoot(operator, `webhooks-${width}-${colorScheme}`);
           }
           await operator.close();
         }, 60_000);
