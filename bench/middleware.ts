@@ -1,7 +1,8 @@
 // What the middleware costs a guarded request: wrk against a Hono app (a) calling nothing, (b) guarded
 // by @keygate/client/hono, (c) calling /forward-auth by hand with fetch. The app runs on CPU 0;
-// keygate and wrk share CPU 1 (a 2-core machine has no third). Rounds interleave the three forms;
-// each figure is the median of its rounds. Prints guarded ÷ plain and guarded ÷ by-hand.
+// keygate and wrk share CPU 1 (a 2-core machine has no third). Rounds interleave the four forms
+// (bench/middleware-app.ts); each figure is the median of its rounds. Prints guarded ÷ plain, guarded
+// ÷ by-hand (a /forward-auth call) and guarded ÷ by-hand verify (the call the middleware makes).
 // Usage: bun bench/middleware.ts [rounds=5] [seconds=5]
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -43,7 +44,7 @@ const scratch = mkdtempSync(join(tmpdir(), 'keygate-bench-middleware-'));
 const authorizations = join(scratch, 'authorization');
 writeFileSync(authorizations, `Basic ${btoa(`${apikey.key}:${apikey.secret}`)}\n`);
 
-const forms = ['plain', 'guarded', 'by-hand'] as const;
+const forms = ['plain', 'guarded', 'by-hand', 'by-hand-verify'] as const;
 const apps = new Map<string, { url: string; process: ReturnType<typeof Bun.spawn> }>();
 for (const form of forms) {
   const app = Bun.spawn(
@@ -59,7 +60,7 @@ for (const form of forms) {
   });
 }
 
-const rates: Record<string, number[]> = { plain: [], guarded: [], 'by-hand': [] };
+const rates: Record<string, number[]> = { plain: [], guarded: [], 'by-hand': [], 'by-hand-verify': [] };
 try {
   for (const form of forms)
     wrkOnce(`${apps.get(form)?.url}`, 'authorized-get.lua', ['/api/whoami', authorizations], 1);
@@ -86,3 +87,6 @@ const figures = Object.fromEntries(forms.map((form) => [form, Math.round(median(
 console.log(`rounds ${rounds} × ${seconds} s; requests/s (median): ${JSON.stringify(figures)}`);
 console.log(`guarded ÷ plain:   ${((figures.guarded ?? 0) / (figures.plain ?? 1)).toFixed(3)}`);
 console.log(`guarded ÷ by-hand: ${((figures.guarded ?? 0) / (figures['by-hand'] ?? 1)).toFixed(3)}`);
+console.log(
+  `guarded ÷ by-hand verify (the same call the middleware makes): ${((figures.guarded ?? 0) / (figures['by-hand-verify'] ?? 1)).toFixed(3)}`,
+);

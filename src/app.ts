@@ -149,12 +149,13 @@ export function createApp({
   };
   const verify = verifyAnswer(
     verifier,
-    onVerification && ((...outcome) => onVerification('verify', ...outcome)),
+    // Named parameters, not a rest and a spread: no array made per verification.
+    onVerification && ((scheme, code) => onVerification('verify', scheme, code)),
   );
   const forwardAuth = forwardAuthAnswer(
     verifier,
     { ...forwardAuthRules, clientAddress, pathPrefix: `${basePath}${FORWARD_AUTH_PATH}` },
-    onVerification && ((...outcome) => onVerification('forward_auth', ...outcome)),
+    onVerification && ((scheme, code) => onVerification('forward_auth', scheme, code)),
   );
   const keyScheme = keyAuth(service, { usage: usageCounter, clientAddress });
   const operatorScheme = operatorAuth(operators.jwt, operators.scope);

@@ -193,8 +193,10 @@ function verdictOf(
     // One credit each; the address is asked only of a key that has allowedIps.
     const check = new ForwardAuthKeyCheck(minLevel, demand.permissions, request, context, options);
     const verdict = verifier.verifyKey(key.key, key.secret, check);
-    // Without metrics nothing is told the verdict: no closure for it.
-    return onVerdict === undefined ? verdict : andThen(verdict, (final) => counted(final, 'key', onVerdict));
+    if (onVerdict === undefined) return verdict;
+    // A key in the key cache is judged at once: told without a closure for it.
+    if (!(verdict instanceof Promise)) return counted(verdict, 'key', onVerdict);
+    return verdict.then((final) => counted(final, 'key', onVerdict));
   }
   if (bearer.kind !== 'bearer') throw new Error('unreachable: a credential is present');
   const required: Requirements = { minLevel, permissions: demand.permissions };
