@@ -35,8 +35,8 @@ const IDS_PER_NOTIFY = 50;
 
 type Row = typeof apiKeys.$inferSelect;
 
-// A key with its lineage's credits, in one read.
-const keyWithCredits = {
+/** A key with its lineage's credits, in one read (the webhooks' store reads keys this way too). */
+export const keyWithCredits = {
   ...getTableColumns(apiKeys),
   creditsRemaining: keyCredits.remaining,
   creditsRefillAmount: keyCredits.refillAmount,
@@ -45,7 +45,7 @@ const keyWithCredits = {
   creditsSetRemaining: keyCredits.setRemaining,
   creditsSetAt: keyCredits.setAt,
 };
-const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
+export const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
 type Joined = Row & JoinedCredits;
 // The hash arrives as hex text; the row is made by withCredits, so it has the shape every row has.
 const toRow = (joined: Joined): ApiKeyRow =>

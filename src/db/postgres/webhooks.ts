@@ -21,6 +21,7 @@ import {
   webhookMarks,
   webhookMessages,
 } from './schema';
+import { creditsOfKey, keyWithCredits } from './store';
 import { unavailableOr } from './unavailable';
 
 /** The NOTIFY channel: a payload is the sending replica's id. */
@@ -375,34 +376,9 @@ export async function createPostgresWebhookStore(
 
     async keysEnteringWindow(now, leadMs, markPrefix, limit) {
       const rows = await db
-        .select({
-          id: apiKeys.id,
-          secretHash: apiKeys.secretHash,
-          userId: apiKeys.userId,
-          level: apiKeys.level,
-          name: apiKeys.name,
-          createdAt: apiKeys.createdAt,
-          expiresAt: apiKeys.expiresAt,
-          lineage: apiKeys.lineage,
-          rotatedAt: apiKeys.rotatedAt,
-          enabled: apiKeys.enabled,
-          meta: apiKeys.meta,
-          ratelimitLimit: apiKeys.ratelimitLimit,
-          ratelimitDuration: apiKeys.ratelimitDuration,
-          lastUsedAt: apiKeys.lastUsedAt,
-          permissions: apiKeys.permissions,
-          allowedIps: apiKeys.allowedIps,
-          leakedAt: apiKeys.leakedAt,
-          leakSource: apiKeys.leakSource,
-          creditsRemaining: keyCredits.remaining,
-          creditsRefillAmount: keyCredits.refillAmount,
-          creditsRefillIntervalMs: keyCredits.refillIntervalMs,
-          creditsRefilledAt: keyCredits.refilledAt,
-          creditsSetRemaining: keyCredits.setRemaining,
-          creditsSetAt: keyCredits.setAt,
-        })
+        .select(keyWithCredits)
         .from(apiKeys)
-        .leftJoin(keyCredits, eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`))
+        .leftJoin(keyCredits, creditsOfKey)
         .where(
           and(
             sql`${apiKeys.expiresAt} > ${now}`,

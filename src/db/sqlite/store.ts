@@ -30,6 +30,18 @@ export function unavailableOr(error: unknown): never {
 
 const HASHES_PER_QUERY = 500;
 
+/** A key with its lineage's credits, in one read (the webhooks' store reads keys this way too). */
+export const keyWithCredits = {
+  ...getTableColumns(apiKeys),
+  creditsRemaining: keyCredits.remaining,
+  creditsRefillAmount: keyCredits.refillAmount,
+  creditsRefillIntervalMs: keyCredits.refillIntervalMs,
+  creditsRefilledAt: keyCredits.refilledAt,
+  creditsSetRemaining: keyCredits.setRemaining,
+  creditsSetAt: keyCredits.setAt,
+};
+export const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
+
 /** The store, and its write path for the other tables' stores (subjects) to share its group commit. */
 export type SqliteApiKeyStore = ApiKeyStore & {
   write<T>(work: () => T, committed?: (value: T) => void, signal?: AbortSignal): Promise<T>;
@@ -64,17 +76,6 @@ export function createSqliteApiKeyStore(
   const { announce, onKeysChanged } = keyChanges();
   const writeOutbox = sqliteOutboxWriter(db.$client);
 
-  // A key with its lineage's credits, in one read.
-  const keyWithCredits = {
-    ...getTableColumns(apiKeys),
-    creditsRemaining: keyCredits.remaining,
-    creditsRefillAmount: keyCredits.refillAmount,
-    creditsRefillIntervalMs: keyCredits.refillIntervalMs,
-    creditsRefilledAt: keyCredits.refilledAt,
-    creditsSetRemaining: keyCredits.setRemaining,
-    creditsSetAt: keyCredits.setAt,
-  };
-  const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
   const selectKeys = () => db.select(keyWithCredits).from(apiKeys).leftJoin(keyCredits, creditsOfKey);
   const findJoined = selectKeys()
     .where(eq(apiKeys.id, sql.placeholder('id')))

@@ -20,7 +20,7 @@ import {
   webhookMarks,
   webhookMessages,
 } from './schema';
-import { type SqliteApiKeyStore, unavailableOr } from './store';
+import { creditsOfKey, keyWithCredits, type SqliteApiKeyStore, unavailableOr } from './store';
 
 /** Inserts outbox messages; runs inside the caller's job of the group commit (its transaction). */
 export function sqliteOutboxWriter(client: Database) {
@@ -332,11 +332,9 @@ export function createSqliteWebhookStore(db: Db, write: SqliteApiKeyStore['write
     keysEnteringWindow: (now, leadMs, markPrefix, limit) =>
       read(() =>
         db
-          .select({
-            ...apiKeysColumns,
-          })
+          .select(keyWithCredits)
           .from(apiKeys)
-          .leftJoin(keyCredits, eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`))
+          .leftJoin(keyCredits, creditsOfKey)
           .where(
             and(
               sql`${apiKeys.expiresAt} > ${now}`,
@@ -359,30 +357,3 @@ export function createSqliteWebhookStore(db: Db, write: SqliteApiKeyStore['write
     async close() {},
   };
 }
-
-const apiKeysColumns = {
-  id: apiKeys.id,
-  secretHash: apiKeys.secretHash,
-  userId: apiKeys.userId,
-  level: apiKeys.level,
-  name: apiKeys.name,
-  createdAt: apiKeys.createdAt,
-  expiresAt: apiKeys.expiresAt,
-  lineage: apiKeys.lineage,
-  rotatedAt: apiKeys.rotatedAt,
-  enabled: apiKeys.enabled,
-  meta: apiKeys.meta,
-  ratelimitLimit: apiKeys.ratelimitLimit,
-  ratelimitDuration: apiKeys.ratelimitDuration,
-  lastUsedAt: apiKeys.lastUsedAt,
-  permissions: apiKeys.permissions,
-  allowedIps: apiKeys.allowedIps,
-  leakedAt: apiKeys.leakedAt,
-  leakSource: apiKeys.leakSource,
-  creditsRemaining: keyCredits.remaining,
-  creditsRefillAmount: keyCredits.refillAmount,
-  creditsRefillIntervalMs: keyCredits.refillIntervalMs,
-  creditsRefilledAt: keyCredits.refilledAt,
-  creditsSetRemaining: keyCredits.setRemaining,
-  creditsSetAt: keyCredits.setAt,
-};
