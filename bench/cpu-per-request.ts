@@ -22,26 +22,24 @@
 //   a directory   a keygate checkout, from source (its src/cli.ts serve)
 //   a file        a keygate binary (`serve`)
 // and VAR=value settings for that server (e.g. KEY_CACHE_SECONDS=3600: no round falls on the key
-// cache's refresh of the 10,000 keys in rotation). KEYS=limited is not passed on: it drives a keygate's
-// verify with 10,000 other keys, each with a rate limit no load reaches (what counting costs), e.g.
-//   bun bench/cpu-per-request.ts verify --paired ceiling plain=dist/keygate limited=dist/keygate,KEYS=limited Example, a change against main:
+// cache's refresh of the 10,000 keys in rotation). KEYS= is not passed on: it picks the 10,000 keys a
+// keygate's verify is driven with: plain (the default), limited (each with a rate limit no load reaches:
+// what counting costs), permissions (each holding the bench's 20 permissions) or asked (those keys
+// asked the bench's 5-name query: what a query costs), e.g.
+//   bun bench/cpu-per-request.ts verify --paired ceiling plain=dist/keygate limited=dist/keygate,KEYS=limited
+//   bun bench/cpu-per-request.ts verify held=dist/keygate,KEYS=permissions asked=dist/keygate,KEYS=asked
+// Example, a change against main:
 //   git worktree add /tmp/before main
 //   flock /tmp/keygate-load.lock bun bench/cpu-per-request.ts verify before=/tmp/before after=. ceiling floor
 import { randomBytes } from 'node:crypto';
-import {
-  copyFileSync,
-  existsSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
 import { createJwtAuthority } from '../src/auth/jwt';
 import { systemClock } from '../src/core/clock';
+import { BENCH_PERMISSIONS, BENCH_PERMISSIONS_QUERY } from './cases';
+import { cpuUs } from './process-cpu';
 import { seedKeys } from './seed';
 import { type WrkRun, wrkAlongside, wrkOnce } from './wrk';
 
@@ -79,6 +77,8 @@ const dir = mkdtempSync(join(tmpdir(), 'keygate-cpu-'));
 const template = join(dir, 'keys.db');
 const bodies: string[] = [];
 const limitedBodies: string[] = [];
+const heldBodies: string[] = [];
+const askedBodies: string[] = [];
 const basics: string[] = [];
 const wrongSecrets: string[] = [];
 seedKeys(template, [
@@ -104,6 +104,18 @@ seedKeys(template, [
     ratelimit: { limit: 1_000_000, duration: 60 },
     onKey: (id, secret) => limitedBodies.push(JSON.stringify({ key: id, secret })),
   },
+  {
+    count: 10_000,
+    userOf: (i) => (i % 1000) + 1,
+    level: 8,
+    expiresAt: Date.now() + 86_400_000,
+    name: 'bench verify',
+    permissions: BENCH_PERMISSIONS,
+    onKey(id, secret) {
+      heldBodies.push(JSON.stringify({ key: id, secret }));
+      askedBodies.push(JSON.stringify({ key: id, secret, permissions: BENCH_PERMISSIONS_QUERY }));
+    },
+  },
 ]);
 // Creates are made by 1000 users with tokens of one secret that every server is given.
 const jwtSecret = randomBytes(40).toString('base64url');
@@ -112,13 +124,20 @@ const bearers: string[] = [];
 for (let user = 1; user <= 1000; user++) {
   bearers.push(`Bearer ${await jwt.sign({ sub: user, level: 8, ttlSeconds: 7200 })}`);
 }
-const bodyFile = join(dir, 'bodies.txt');
-const limitedBodyFile = join(dir, 'limited-bodies.txt');
+/** The verify bodies of each KEYS= setting. */
+const keyBodyFiles: Record<string, string> = {
+  plain: join(dir, 'bodies.txt'),
+  limited: join(dir, 'limited-bodies.txt'),
+  permissions: join(dir, 'held-bodies.txt'),
+  asked: join(dir, 'asked-bodies.txt'),
+};
 const basicFile = join(dir, 'basics.txt');
 const bearerFile = join(dir, 'bearers.txt');
 const wrongSecretFile = join(dir, 'wrong-secrets.txt');
-writeFileSync(bodyFile, `${bodies.join('\n')}\n`);
-writeFileSync(limitedBodyFile, `${limitedBodies.join('\n')}\n`);
+writeFileSync(keyBodyFiles.plain as string, `${bodies.join('\n')}\n`);
+writeFileSync(keyBodyFiles.limited as string, `${limitedBodies.join('\n')}\n`);
+writeFileSync(keyBodyFiles.permissions as string, `${heldBodies.join('\n')}\n`);
+writeFileSync(keyBodyFiles.asked as string, `${askedBodies.join('\n')}\n`);
 writeFileSync(basicFile, `${basics.join('\n')}\n`);
 writeFileSync(bearerFile, `${bearers.join('\n')}\n`);
 writeFileSync(wrongSecretFile, `${wrongSecrets.join('\n')}\n`);
@@ -149,7 +168,8 @@ type Server = {
 const servers: Server[] = specs.map((spec, index) => {
   const [head = '', ...pairs] = spec.split(',');
   const settings = Object.fromEntries(pairs.map((setting) => setting.split('=', 2)));
-  const limited = settings.KEYS === 'limited';
+  const keys = settings.KEYS ?? 'plain';
+  if (!(keys in keyBodyFiles)) throw new Error(`KEYS=${keys}: not one of ${Object.keys(keyBodyFiles)}`);
   delete settings.KEYS;
   const equals = head.indexOf('=');
   const what = equals === -1 ? head : head.slice(equals + 1);
@@ -164,7 +184,7 @@ const servers: Server[] = specs.map((spec, index) => {
     port,
     db,
     url,
-    load: loadOf(what, url, limited),
+    load: loadOf(what, url, keyBodyFiles[keys] as string),
     cpu: [],
     rps: [],
     beside: { rps: [], cost: [] },
@@ -208,7 +228,7 @@ function commandOf(what: string, port: number, db: string): string[] {
   throw new Error(`no such server: ${what}\n${USAGE}`);
 }
 
-function loadOf(what: string, url: string, limited: boolean): Load {
+function loadOf(what: string, url: string, verifyBodies: string): Load {
   if (kind === 'create') return { script: 'create.lua', url, args: ['/apikeys/jwt', bearerFile] };
   if (what === 'ceiling') {
     return kind !== 'forward-auth'
@@ -220,18 +240,12 @@ function loadOf(what: string, url: string, limited: boolean): Load {
     return { script: 'create.lua', url, args: ['/apikeys/key', wrongSecretFile], refused: true };
   }
   return kind === 'verify'
-    ? { script: 'post-body.lua', url, args: ['/apikeys/verify', limited ? limitedBodyFile : bodyFile] }
+    ? { script: 'post-body.lua', url, args: ['/apikeys/verify', verifyBodies] }
     : { script: 'authorized-get.lua', url, args: ['/forward-auth', basicFile] };
 }
 
 /** One wrk run against the server; its figures. */
 const drive = ({ load }: Server, secs: number) => wrkOnce(load.url, load.script, load.args, secs);
-
-/** utime + stime of the process so far, in µs (/proc/<pid>/stat fields 14 and 15, in 10 ms ticks). */
-function cpuUs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(fields[11]) + Number(fields[12])) * 10_000;
-}
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 

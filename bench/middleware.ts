@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mintToken } from '../examples/integrate/mint-token';
 import { buildBinary, readStartLine } from '../test/support/binary';
+import { cpuUs } from './process-cpu';
 import { wrkOnce } from './wrk';
 
 const rounds = Number(process.argv[2] ?? 5);
@@ -61,19 +62,22 @@ for (const form of forms) {
 }
 
 const rates: Record<string, number[]> = { plain: [], guarded: [], 'by-hand': [], 'by-hand-verify': [] };
+// CPU µs per request of the app and of keygate: what each form costs, whichever core is the bottleneck.
+const appCpu: Record<string, number[]> = { plain: [], guarded: [], 'by-hand': [], 'by-hand-verify': [] };
+const keygateCpu: Record<string, number[]> = { plain: [], guarded: [], 'by-hand': [], 'by-hand-verify': [] };
 try {
   for (const form of forms)
     wrkOnce(`${apps.get(form)?.url}`, 'authorized-get.lua', ['/api/whoami', authorizations], 1);
   for (let round = 0; round < rounds; round++) {
     for (const form of round % 2 === 0 ? forms : [...forms].reverse()) {
-      const run = wrkOnce(
-        `${apps.get(form)?.url}`,
-        'authorized-get.lua',
-        ['/api/whoami', authorizations],
-        seconds,
-      );
+      const app = apps.get(form);
+      if (app === undefined) throw new Error(`no app for ${form}`);
+      const before = { app: cpuUs(app.process.pid), keygate: cpuUs(keygate.pid) };
+      const run = wrkOnce(app.url, 'authorized-get.lua', ['/api/whoami', authorizations], seconds);
       if (run.non2xx > 0) throw new Error(`${form}: ${run.non2xx} answers were not 2xx`);
       rates[form]?.push(run.requests / (run.durationUs / 1e6));
+      appCpu[form]?.push((cpuUs(app.process.pid) - before.app) / run.requests);
+      keygateCpu[form]?.push((cpuUs(keygate.pid) - before.keygate) / run.requests);
     }
   }
 } finally {
@@ -85,6 +89,10 @@ try {
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 const figures = Object.fromEntries(forms.map((form) => [form, Math.round(median(rates[form] ?? []))]));
 console.log(`rounds ${rounds} × ${seconds} s; requests/s (median): ${JSON.stringify(figures)}`);
+const cpu = (of: Record<string, number[]>) =>
+  JSON.stringify(Object.fromEntries(forms.map((form) => [form, Number(median(of[form] ?? []).toFixed(1))])));
+console.log(`CPU µs a request (median), the app: ${cpu(appCpu)}`);
+console.log(`CPU µs a request (median), keygate: ${cpu(keygateCpu)}`);
 console.log(`guarded ÷ plain:   ${((figures.guarded ?? 0) / (figures.plain ?? 1)).toFixed(3)}`);
 console.log(`guarded ÷ by-hand: ${((figures.guarded ?? 0) / (figures['by-hand'] ?? 1)).toFixed(3)}`);
 console.log(
