@@ -19,7 +19,7 @@ export function keygate(options: KeygateHonoOptions): MiddlewareHandler {
   return async (c, next) => {
     const decision = await guard({
       request: c,
-      header: (name) => c.req.header(name),
+      header: (name) => c.req.raw.headers.get(name),
       address: () => peerAddress(c),
     });
     if (!decision.pass) return new Response(decision.body, decision);
@@ -38,7 +38,7 @@ type PeerSources = {
 function peerAddress(c: Context): string | undefined {
   const env = c.env as PeerSources | undefined;
   // Bun passes its server as Hono's env (app.fetch(request, server)); @hono/node-server the IncomingMessage.
-  const requestIP = env?.requestIP ? env.requestIP.bind(env) : env?.server?.requestIP?.bind(env.server);
-  if (requestIP) return requestIP(c.req.raw)?.address;
+  if (env?.requestIP) return env.requestIP(c.req.raw)?.address;
+  if (env?.server?.requestIP) return env.server.requestIP(c.req.raw)?.address;
   return env?.incoming?.socket?.remoteAddress;
 }
