@@ -3,7 +3,7 @@
 // key info shows them. No HTTP, no SQL.
 import { effectiveCredits } from '../limits/credits';
 import { type AddressList, addressList } from '../network/blocks';
-import { heldPermissions } from '../permissions/held';
+import { type HeldPermissions, heldPermissions } from '../permissions/held';
 import type { ApiKeyRow, StoredCredits } from './store';
 
 export type RateLimitSetting = { limit: number; duration: number };
@@ -77,16 +77,53 @@ function perRow<T>(make: (row: ApiKeyRow) => T): (row: ApiKeyRow) => T {
   };
 }
 
-const parsedPermissions = perRow((row) => JSON.parse(row.permissions as string) as readonly string[]);
+/** A stored permissions list, parsed, and compiled for checks when first asked. */
+class PermissionList {
+  readonly list: readonly string[];
+  #held: HeldPermissions | undefined;
+  constructor(text: string) {
+    this.list = Object.freeze(JSON.parse(text) as string[]);
+  }
+  get held(): HeldPermissions {
+    this.#held ??= heldPermissions(this.list);
+    return this.#held;
+  }
+}
+
+/** Distinct permissions texts kept parsed; the oldest is dropped first. */
+const PERMISSION_LISTS_KEPT = 1000;
+const permissionLists = new Map<string, PermissionList>();
+
+/**
+ * The list stored as `text`, shared by every row that stores the same text (keys are often given the
+ * same permissions): a cache fill parses each such list once, and their checks read the same sets.
+ */
+function permissionListOf(text: string): PermissionList {
+  let list = permissionLists.get(text);
+  if (list === undefined) {
+    list = new PermissionList(text);
+    if (permissionLists.size >= PERMISSION_LISTS_KEPT) {
+      permissionLists.delete(permissionLists.keys().next().value as string);
+    }
+    permissionLists.set(text, list);
+  }
+  return list;
+}
+
+const parsedPermissions = perRow((row) => permissionListOf(row.permissions as string));
 const parsedAllowedIps = perRow((row) => JSON.parse(row.allowedIps as string) as readonly string[]);
 
 /** The permissions the key holds, as given (wildcards included); undefined: none. */
 export function permissionsOf(row: ApiKeyRow): readonly string[] | undefined {
-  return row.permissions == null ? undefined : parsedPermissions(row);
+  return row.permissions == null ? undefined : parsedPermissions(row).list;
 }
 
+const HOLDS_NONE = heldPermissions(undefined);
+
 /** What the key holds, ready for checks (a key without permissions holds none). */
-export const heldPermissionsOf = perRow((row) => heldPermissions(permissionsOf(row)));
+export function heldPermissionsOf(row: ApiKeyRow): HeldPermissions {
+  return row.permissions == null ? HOLDS_NONE : parsedPermissions(row).held;
+}
 
 /** The addresses and blocks the key may be used from, as given; undefined: anywhere. */
 export function allowedIpsOf(row: ApiKeyRow): readonly string[] | undefined {

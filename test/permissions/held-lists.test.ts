@@ -1,6 +1,9 @@
 // The lists a key or a user policy may hold: which are taken, and the one sentence naming the
 // first problem of those that are not; and which names a query may ask for.
 import { describe, expect, it } from 'bun:test';
+import { heldPermissionsOf, permissionsOf } from '../../src/apikeys/settings';
+import type { ApiKeyRow } from '../../src/apikeys/store';
+import { holds } from '../../src/permissions/held';
 import { heldPermissionsProblem, isPermissionName, PERMISSION_RULE } from '../../src/permissions/names';
 
 const names = (count: number) => Array.from({ length: count }, (_, i) => `p${i}`);
@@ -136,5 +139,26 @@ describe('a name a query may ask for', () => {
     ['é', false],
   ])('%j: %p', (text, expected) => {
     expect(isPermissionName(text)).toBe(expected);
+  });
+});
+
+describe('a stored list, as keys read it', () => {
+  const row = (permissions: string | null) =>
+    ({ id: 'k', userId: 1, level: 0, name: 'n', createdAt: 0, expiresAt: 1, permissions }) as ApiKeyRow;
+
+  it('is parsed and compiled once for every key that stores the same text, and cannot be changed', () => {
+    const text = JSON.stringify(['documents.*', 'billing.read']);
+    const [one, other] = [row(text), row(text)];
+    expect(permissionsOf(one)).toEqual(['documents.*', 'billing.read']);
+    expect(permissionsOf(other)).toBe(permissionsOf(one) as readonly string[]);
+    expect(heldPermissionsOf(other)).toBe(heldPermissionsOf(one));
+    expect(Object.isFrozen(permissionsOf(one))).toBe(true);
+    expect(holds(heldPermissionsOf(one), 'documents.comments.write')).toBe(true);
+    expect(holds(heldPermissionsOf(one), 'billing.write')).toBe(false);
+  });
+
+  it('holds nothing when none is stored', () => {
+    expect(permissionsOf(row(null))).toBeUndefined();
+    expect(holds(heldPermissionsOf(row(null)), 'documents.read')).toBe(false);
   });
 });
