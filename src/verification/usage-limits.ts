@@ -2,10 +2,10 @@
 // and the operator's RATE_LIMIT, counted on its lineage so a key and its successor share them, and its
 // user's policy's, one window for all the user's keys), then the credits (the key's pool and its
 // user's policy's pool), taken last so that no other refusal takes any. Only VALID answers use the
-// limit (only VALID answers use it): a verification whose pool visibly cannot pay (the credits read with the key or the
-// policy, refills applied, below its cost) is only checked against the limits, never admitted; any
-// other refusal for credits gives its admission back, and until it has, the admission is pending, so
-// a verification refused by the limiter meanwhile waits for it and is decided again. A key with none
+// limit: a verification whose pool visibly cannot pay (the credits read with the key or the policy,
+// refills applied, below its cost) is only checked against the limits, never admitted; any other
+// refusal for credits gives its admission back, and until it has, the admission is pending, so a
+// verification refused by the limiter meanwhile waits for it and is decided again. A key with none
 // of these makes no call at all (and so no database round trip).
 import { lineageOf, rateLimitOf } from '../apikeys/settings';
 import type { ApiKeyRow } from '../apikeys/store';
