@@ -8,6 +8,12 @@
 //   flock /tmp/keygate-load.lock bun bench/in-process.ts [verify|forward-auth] --rounds 5 /tmp/before .
 // KEY_CACHE_SECONDS is 3600 unless set (10, keygate's default, puts the key cache's refresh of every
 // key in the windows, as served); the usage flush keeps its timer (USAGE_FLUSH_SECONDS), as served.
+// --together: one child (pinned to CPU 0) holds every checkout's keygate at once and drives them in
+// turn, batches of --batch checks, for --pairs turns each: what slows the host then slows each alike,
+// and the median of each batch's ratio to the first checkout's in the same turn holds still to about
+// 1 % (two copies of one checkout measured 0.909 and 0.908 of an older one), where separate children
+// spread by 10 % and more.
+//   flock /tmp/keygate-load.lock bun bench/in-process.ts verify --together /tmp/before /tmp/copy .
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
@@ -18,7 +24,13 @@ const WINDOWS = 10;
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { rounds: { type: 'string', default: '5' }, child: { type: 'string' } },
+  options: {
+    rounds: { type: 'string', default: '5' },
+    child: { type: 'string' },
+    together: { type: 'boolean', default: false },
+    pairs: { type: 'string', default: '60' },
+    batch: { type: 'string', default: '5000' },
+  },
 });
 
 type Kind = 'verify' | 'forward-auth';
@@ -27,6 +39,19 @@ type Figures = { medianUs: number; overallUs: number };
 
 if (values.child !== undefined) {
   await child(resolve(values.child), positionals[0] as Kind);
+} else if (values.together && process.env.KEYGATE_IN_PROCESS_TOGETHER === '1') {
+  await together(positionals[0] as Kind, positionals.slice(1));
+} else if (values.together) {
+  const run = Bun.spawnSync(['taskset', '-c', '0', 'bun', import.meta.path, ...process.argv.slice(2)], {
+    stdout: 'inherit',
+    stderr: 'inherit',
+    env: {
+      ...process.env,
+      KEYGATE_IN_PROCESS_TOGETHER: '1',
+      KEY_CACHE_SECONDS: process.env.KEY_CACHE_SECONDS ?? '3600',
+    },
+  });
+  process.exitCode = run.exitCode ?? 1;
 } else {
   await parent();
 }
@@ -69,7 +94,8 @@ async function parent(): Promise<void> {
   }
 }
 
-async function child(checkout: string, kind: Kind): Promise<void> {
+/** A keygate from `checkout`'s source on :memory:, its keys made over HTTP, ready to drive. */
+async function prepare(checkout: string, kind: Kind) {
   const { loadConfig } = await import(join(checkout, 'src/config.ts'));
   const { createKeygate } = await import(join(checkout, 'src/keygate.ts'));
   const log = await import(join(checkout, 'src/core/log.ts')).catch(
@@ -118,7 +144,11 @@ async function child(checkout: string, kind: Kind): Promise<void> {
       ? (n: number) =>
           new Request(`${base}/apikeys/verify`, {
             method: 'POST',
-            headers: { 'content-type': 'application/json' },
+            // With its length, as wrk and most clients send it: the body is read whole, not streamed.
+            headers: {
+              'content-type': 'application/json',
+              'content-length': String((bodies[n % KEYS] as string).length),
+            },
             body: bodies[n % KEYS],
           })
       : (n: number) =>
@@ -135,6 +165,11 @@ async function child(checkout: string, kind: Kind): Promise<void> {
       await response.arrayBuffer();
     }
   };
+  return { drive, close: () => keygate.close() };
+}
+
+async function child(checkout: string, kind: Kind): Promise<void> {
+  const { drive, close } = await prepare(checkout, kind);
   await drive(WARMUP);
   const windows: Array<{ cpuUs: number }> = [];
   for (let w = 0; w < WINDOWS; w++) {
@@ -145,12 +180,44 @@ async function child(checkout: string, kind: Kind): Promise<void> {
       cpuUs: (used.user + used.system) / WINDOW,
     });
   }
-  await keygate.close();
+  await close();
   const figures: Figures = {
     medianUs: median(windows.map((w) => w.cpuUs)),
     overallUs: windows.reduce((sum, w) => sum + w.cpuUs, 0) / windows.length,
   };
   process.stdout.write(`${JSON.stringify(figures)}\n`);
+}
+
+/** Every checkout in this one process, driven in turn: CPU µs per check, and speed ÷ the first. */
+async function together(kind: Kind, checkouts: string[]): Promise<void> {
+  if ((kind !== 'verify' && kind !== 'forward-auth') || checkouts.length === 0) {
+    throw new Error('usage: bun bench/in-process.ts verify|forward-auth --together <checkout> ...');
+  }
+  const pairs = Number(values.pairs);
+  const batch = Number(values.batch);
+  const keygates = [];
+  for (const checkout of checkouts) keygates.push(await prepare(resolve(checkout), kind));
+  for (const keygate of keygates) await keygate.drive(WARMUP);
+  const us: number[][] = keygates.map(() => []);
+  for (let turn = 0; turn < pairs; turn++) {
+    // Each turn starts with another checkout, so each takes every place in the order alike.
+    for (let i = 0; i < keygates.length; i++) {
+      const at = (i + turn) % keygates.length;
+      const cpu = process.cpuUsage();
+      await keygates[at]?.drive(batch);
+      const used = process.cpuUsage(cpu);
+      us[at]?.push((used.user + used.system) / batch);
+    }
+  }
+  for (const keygate of keygates) await keygate.close();
+  const first = us[0] as number[];
+  checkouts.forEach((checkout, i) => {
+    const mine = us[i] as number[];
+    const ratios = mine.map((value, turn) => (first[turn] as number) / value);
+    console.log(
+      `${checkout}: ${median(mine).toFixed(2)} µs CPU a ${kind} (median of ${pairs} batches of ${batch}); speed ÷ ${checkouts[0]}: ${median(ratios).toFixed(3)}`,
+    );
+  });
 }
 
 function median(list: number[]): number {
