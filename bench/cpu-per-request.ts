@@ -125,19 +125,19 @@ for (let user = 1; user <= 1000; user++) {
   bearers.push(`Bearer ${await jwt.sign({ sub: user, level: 8, ttlSeconds: 7200 })}`);
 }
 /** The verify bodies of each KEYS= setting. */
-const keyBodyFiles: Record<string, string> = {
+const keyBodyFiles = {
   plain: join(dir, 'bodies.txt'),
   limited: join(dir, 'limited-bodies.txt'),
   permissions: join(dir, 'held-bodies.txt'),
   asked: join(dir, 'asked-bodies.txt'),
-};
+} as const;
 const basicFile = join(dir, 'basics.txt');
 const bearerFile = join(dir, 'bearers.txt');
 const wrongSecretFile = join(dir, 'wrong-secrets.txt');
-writeFileSync(keyBodyFiles.plain as string, `${bodies.join('\n')}\n`);
-writeFileSync(keyBodyFiles.limited as string, `${limitedBodies.join('\n')}\n`);
-writeFileSync(keyBodyFiles.permissions as string, `${heldBodies.join('\n')}\n`);
-writeFileSync(keyBodyFiles.asked as string, `${askedBodies.join('\n')}\n`);
+writeFileSync(keyBodyFiles.plain, `${bodies.join('\n')}\n`);
+writeFileSync(keyBodyFiles.limited, `${limitedBodies.join('\n')}\n`);
+writeFileSync(keyBodyFiles.permissions, `${heldBodies.join('\n')}\n`);
+writeFileSync(keyBodyFiles.asked, `${askedBodies.join('\n')}\n`);
 writeFileSync(basicFile, `${basics.join('\n')}\n`);
 writeFileSync(bearerFile, `${bearers.join('\n')}\n`);
 writeFileSync(wrongSecretFile, `${wrongSecrets.join('\n')}\n`);
@@ -168,7 +168,7 @@ type Server = {
 const servers: Server[] = specs.map((spec, index) => {
   const [head = '', ...pairs] = spec.split(',');
   const settings = Object.fromEntries(pairs.map((setting) => setting.split('=', 2)));
-  const keys = settings.KEYS ?? 'plain';
+  const keys = (settings.KEYS ?? 'plain') as keyof typeof keyBodyFiles;
   if (!(keys in keyBodyFiles)) throw new Error(`KEYS=${keys}: not one of ${Object.keys(keyBodyFiles)}`);
   delete settings.KEYS;
   const equals = head.indexOf('=');
@@ -184,7 +184,7 @@ const servers: Server[] = specs.map((spec, index) => {
     port,
     db,
     url,
-    load: loadOf(what, url, keyBodyFiles[keys] as string),
+    load: loadOf(what, url, keyBodyFiles[keys]),
     cpu: [],
     rps: [],
     beside: { rps: [], cost: [] },
