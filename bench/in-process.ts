@@ -10,9 +10,9 @@
 // key in the windows, as served); the usage flush keeps its timer (USAGE_FLUSH_SECONDS), as served.
 // --together: one child (pinned to CPU 0) holds every checkout's keygate at once and drives them in
 // turn, batches of --batch checks, for --pairs turns each: what slows the host then slows each alike,
-// and the median of each batch's ratio to the first checkout's in the same turn holds still to about
-// 1 % (two copies of one checkout measured 0.909 and 0.908 of an older one), where separate children
-// spread by 10 % and more.
+// and the median of each batch's ratio to the first checkout's in the same turn holds still to within
+// 1-3 % (two worktrees of one commit measured 0.909 and 0.908 of an older one, and 0.927 and 0.900),
+// where separate children spread by 10 % and more.
 //   flock /tmp/keygate-load.lock bun bench/in-process.ts verify --together /tmp/before /tmp/copy .
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
