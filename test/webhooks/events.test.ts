@@ -204,4 +204,13 @@ describe('key events', () => {
       'user.policy_updated',
     ]);
   });
+
+  it('a create that sends key.created is counted in the operator’s overview like any other', async () => {
+    setup = await webhookSetup(['key.created']);
+    const { kg } = setup;
+    await kg.createKey(6);
+    await kg.createKey(7);
+    const overview = await kg.req('GET', '/admin/overview', { headers: await kg.operator() });
+    expect(overview.json.created).toEqual({ day: 2, month: 2 });
+  });
 });

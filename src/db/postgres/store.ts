@@ -84,11 +84,11 @@ const COUNT_CREATION = COUNT_CREATIONS('SELECT $1::bigint AS bucket, 1 AS n');
  * rows come as one JSON parameter typed text (typed json, Bun's client encodes the string once more);
  * the text is fixed, not built through drizzle per call, which cost more CPU than the rest of a create.
  */
-const INSERT_WITHIN_CAP = `WITH input AS (
+const insertWithinCap = (withOutbox: boolean) => `WITH input AS (
     SELECT * FROM json_to_recordset($1::text::json) AS x(n integer, id text, secret_hash text, user_id bigint,
       level smallint, name text, created_at bigint, expires_at bigint, lineage text, rotated_at bigint,
       enabled boolean, meta text, ratelimit_limit integer, ratelimit_duration integer, permissions text,
-      allowed_ips text, cap integer)
+      allowed_ips text, cap integer${withOutbox ? ', outbox json' : ''})
   ), ranked AS (
     SELECT input.*, row_number() OVER (PARTITION BY user_id ORDER BY n) - 1 AS before,
       coalesce((SELECT max_keys FROM user_policies p WHERE p.user_id = input.user_id), input.cap) AS user_cap
@@ -106,41 +106,22 @@ const INSERT_WITHIN_CAP = `WITH input AS (
     RETURNING id, created_at
   ), counted AS (
     ${COUNT_CREATIONS(`SELECT created_at - created_at % ${HOUR_MS} AS bucket, count(*) AS n FROM inserted GROUP BY 1`)}
-  )
+  )${withOutbox ? OUTBOX_OF_INSERTED : ''}
   SELECT id FROM inserted`;
 
 /**
- * INSERT_WITHIN_CAP when some creates carry webhook messages: the same insert as a data-modifying
- * CTE, and each inserted key's messages inserted by the same statement (a refused key's are not).
+ * With some creates carrying webhook messages, each inserted key's messages are inserted by the same
+ * statement (a refused key's are not).
  */
-const INSERT_WITHIN_CAP_WITH_OUTBOX = `WITH input AS (
-    SELECT * FROM json_to_recordset($1::text::json) AS x(n integer, id text, secret_hash text, user_id bigint,
-      level smallint, name text, created_at bigint, expires_at bigint, lineage text, rotated_at bigint,
-      enabled boolean, meta text, ratelimit_limit integer, ratelimit_duration integer, permissions text,
-      allowed_ips text, cap integer, outbox json)
-  ), ranked AS (
-    SELECT input.*, row_number() OVER (PARTITION BY user_id ORDER BY n) - 1 AS before,
-      coalesce((SELECT max_keys FROM user_policies p WHERE p.user_id = input.user_id), input.cap) AS user_cap
-    FROM input
-  ), inserted AS (
-    INSERT INTO api_keys (id, secret_hash, user_id, level, name, created_at, expires_at, lineage,
-      rotated_at, enabled, meta, ratelimit_limit, ratelimit_duration, permissions, allowed_ips)
-    SELECT id, secret_hash, user_id, level, name, created_at, expires_at, lineage, rotated_at, enabled,
-      meta, ratelimit_limit, ratelimit_duration, permissions, allowed_ips
-    FROM ranked r
-    WHERE (SELECT keys FROM user_key_counts c WHERE c.user_id = r.user_id) + r.before < r.user_cap
-      OR (SELECT count(*) FROM api_keys k WHERE k.user_id = r.user_id AND k.expires_at > r.created_at)
-        + r.before < r.user_cap
-    ORDER BY n
-    RETURNING id
-  ), messages AS (
+const OUTBOX_OF_INSERTED = `, messages AS (
     INSERT INTO webhook_messages (id, endpoint_id, type, body, created_at, status, attempts, next_attempt_at)
     SELECT m.id, m.endpoint_id, m.type, m.body, m.created_at, 'pending', 0, m.created_at
     FROM input i JOIN inserted ON inserted.id = i.id,
       json_to_recordset(i.outbox) AS m(id text, endpoint_id text, type text, body text, created_at bigint)
     WHERE i.outbox IS NOT NULL
-  )
-  SELECT id FROM inserted`;
+  )`;
+const INSERT_WITHIN_CAP = insertWithinCap(false);
+const INSERT_WITHIN_CAP_WITH_OUTBOX = insertWithinCap(true);
 
 type NewKey = { row: ApiKeyRow; limit: number; outbox?: readonly OutboxMessage[] };
 /** Creates standing together in a batch: one INSERT_WITHIN_CAP for all of them. */
