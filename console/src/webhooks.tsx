@@ -2,28 +2,10 @@
 // disable and enable, rotate the signing secret, delete, and an endpoint's messages with their
 // attempts and a retry. Thin: the server checks URLs and event names; a refusal shows its sentence.
 import { useEffect, useState } from 'preact/hooks';
+import { ALL_EVENTS, EVENT_TYPES } from '../../src/webhooks/event-names';
 import { call } from './api';
 import { toTheSecond, when } from './format';
 import { attempt, Dialog, FormButtons, SecretDialog } from './ui';
-
-/**
- * The event names an endpoint may subscribe to, as §24 lists them. The API has no route that says
- * which names exist, so this is the console's one copy; a name the server does not know (or no
- * longer knows) is refused with its own 400 sentence, which the form shows.
- */
-const WEBHOOK_EVENTS = [
-  'key.created',
-  'key.updated',
-  'key.rotated',
-  'key.deleted',
-  'key.expiring',
-  'key.credits_low',
-  'key.credits_exhausted',
-  'key.rate_limited',
-  'key.leaked',
-  'user.policy_updated',
-] as const;
-const ALL_EVENTS = '*';
 
 type Endpoint = {
   id: string;
@@ -296,7 +278,7 @@ function EndpointDialog({
             All events, present and future (*)
           </label>
           <div class="choices">
-            {WEBHOOK_EVENTS.map((name) => (
+            {EVENT_TYPES.map((name) => (
               <label key={name} class="choice">
                 <input
                   type="checkbox"

@@ -1,23 +1,6 @@
 // The webhook events, the outbox's message, and how one is built: a Standard Webhooks body
 // `{"type","timestamp","data"}` for each endpoint subscribed to its type. Knows no SQL and no HTTP.
-
-export const EVENT_TYPES = [
-  'key.created',
-  'key.updated',
-  'key.rotated',
-  'key.deleted',
-  'key.expiring',
-  'key.credits_low',
-  'key.credits_exhausted',
-  'key.rate_limited',
-  'key.leaked',
-  'user.policy_updated',
-] as const;
-
-export type EventType = (typeof EVENT_TYPES)[number];
-
-export const isEventType = (name: string): name is EventType =>
-  (EVENT_TYPES as readonly string[]).includes(name);
+import type { EventType } from './event-names';
 
 /** One row of the outbox: an event for one endpoint, its webhook-id and its signed body. */
 export type OutboxMessage = {

@@ -4,7 +4,8 @@
 // get no hook and the write path does nothing more than before.
 import type { Clock } from '../core/clock';
 import type { Logger } from '../core/log';
-import { type EventType, messageBody, newMessageId, type OutboxHook, type OutboxMessage } from './events';
+import { ALL_EVENTS, type EventType } from './event-names';
+import { messageBody, newMessageId, type OutboxHook, type OutboxMessage } from './events';
 import type { StoredEndpoint, WebhookStore } from './store';
 
 /** How often the subscriptions are read again even without a change event (a lost NOTIFY). */
@@ -30,7 +31,7 @@ export function createOutbox({
     const wildcard: string[] = [];
     for (const endpoint of endpoints) {
       if (!endpoint.enabled) continue;
-      if (endpoint.events.includes('*')) wildcard.push(endpoint.id);
+      if (endpoint.events.includes(ALL_EVENTS)) wildcard.push(endpoint.id);
       else {
         for (const type of endpoint.events as EventType[])
           next.set(type, [...(next.get(type) ?? []), endpoint.id]);

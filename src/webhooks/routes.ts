@@ -7,10 +7,13 @@ import { ErrorResponse, WholeNumber } from '../apikeys/model';
 import { READ_BODY_IN_TRANSFORM } from '../apikeys/routes';
 import { readJsonBody } from '../http/body';
 import { HttpError } from '../http/errors';
-import { EVENT_TYPES } from './events';
+import { ALL_EVENTS, EVENT_TYPES } from './event-names';
 import { createBodyProblem, updateBodyProblem, type WebhookService } from './service';
 
-const EventName = t.String({ enum: [...EVENT_TYPES, '*'], description: 'An event name, or "*" for all.' });
+const EventName = t.String({
+  enum: [...EVENT_TYPES, ALL_EVENTS],
+  description: 'An event name, or "*" for all.',
+});
 
 export const WebhookEndpoint = t.Object(
   {

@@ -4,7 +4,7 @@
 import type { Clock } from '../core/clock';
 import { DomainError } from '../core/errors';
 import { endpointUrlProblem } from './destination';
-import { EVENT_TYPES, isEventType } from './events';
+import { ALL_EVENTS, EVENT_TYPES, isEventType } from './event-names';
 import type { EndpointChange, StoredEndpoint, StoredMessage, WebhookStore } from './store';
 
 /** How long the replaced secret still signs after a rotation. */
@@ -82,7 +82,7 @@ export function eventsProblem(events: unknown): string | undefined {
   if (!Array.isArray(events) || events.length === 0) {
     return `events must be a non-empty array of event names (${EVENT_TYPES.join(', ')}) or ["*"].`;
   }
-  if (events.includes('*'))
+  if (events.includes(ALL_EVENTS))
     return events.length === 1 ? undefined : 'events may be ["*"] alone, or a list of names.';
   for (const name of events) {
     if (typeof name !== 'string' || !isEventType(name)) {

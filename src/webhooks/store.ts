@@ -2,7 +2,8 @@
 // no rules. The implementations are src/db/sqlite/webhooks.ts and src/db/postgres/webhooks.ts. The
 // messages themselves are inserted by the key and policy stores, in the transaction of each change.
 import type { ApiKeyRow } from '../apikeys/store';
-import type { EventType, OutboxMessage } from './events';
+import type { EventType } from './event-names';
+import type { OutboxMessage } from './events';
 
 export type StoredEndpoint = {
   id: string;

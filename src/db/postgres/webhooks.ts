@@ -4,7 +4,8 @@
 // one sender at a time and a replica that dies leaves its messages to the others once the lease ends.
 // A change to endpoints NOTIFYs the other replicas, which read their subscriptions again.
 import { and, desc, eq, inArray, isNotNull, lte, sql } from 'drizzle-orm';
-import type { EventType, OutboxMessage } from '../../webhooks/events';
+import type { EventType } from '../../webhooks/event-names';
+import type { OutboxMessage } from '../../webhooks/events';
 import type {
   ClaimedMessage,
   StoredEndpoint,
