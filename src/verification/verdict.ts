@@ -142,10 +142,10 @@ export function createVerifier({
     if (outcome.status === 'expired') return { valid: false, code: 'EXPIRED' };
     const principal = keyPrincipal(outcome.row);
     if (ownerSubject === undefined) return keyJudged(outcome.row, principal, check);
-    return andThen(ownerSubject(principal.userId), (subject) => {
-      if (subject !== undefined) principal.subject = subject;
-      return keyJudged(outcome.row, principal, check);
-    });
+    // The key's principal is shared: one with a subject is a copy.
+    return andThen(ownerSubject(principal.userId), (subject) =>
+      keyJudged(outcome.row, subject === undefined ? principal : { ...principal, subject }, check),
+    );
   };
   const checked = (key: string, outcome: KeyAuthentication, check: KeyCheck): SyncOrAsync<Verdict> => {
     const first = keyVerdict(outcome, check);
@@ -250,30 +250,37 @@ export function judged(principal: Principal, held: HeldPermissions, required: Re
   return { valid: true, code: 'VALID', principal };
 }
 
+/**
+ * A key's principal, as its row states it: made once per row (a key cache fill makes new rows; an
+ * update, a new one), then shared, so it is frozen; its JSON text is made with it (`principalJson`).
+ */
 export function keyPrincipal(row: ApiKeyRow): Principal {
-  const principal: Principal = {
-    type: 'key',
-    key: row.id,
-    userId: row.userId,
-    level: row.level,
-    name: row.name,
-    expiresAt: new Date(row.expiresAt).toISOString(),
-  };
-  if (row.meta != null) principal.meta = parsedMeta(row);
-  if (row.permissions != null) principal.permissions = permissionsOf(row);
-  if (row.allowedIps != null) principal.allowedIps = allowedIpsOf(row);
+  let principal = principals.get(row);
+  if (principal === undefined) {
+    principal = {
+      type: 'key',
+      key: row.id,
+      userId: row.userId,
+      level: row.level,
+      name: row.name,
+      expiresAt: new Date(row.expiresAt).toISOString(),
+    };
+    if (row.meta != null) principal.meta = metaOf(row);
+    if (row.permissions != null) principal.permissions = permissionsOf(row);
+    if (row.allowedIps != null) principal.allowedIps = allowedIpsOf(row);
+    // Not enumerable: JSON and a spread leave it out (a copy with a subject has none).
+    Object.defineProperty(principal, JSON_TEXT, { value: JSON.stringify(principal) });
+    principals.set(row, Object.freeze(principal));
+  }
   return principal;
 }
 
-// A cached row keeps its parsed meta: a key with meta costs one JSON.parse per cache fill, not per verify.
-const metas = new WeakMap<ApiKeyRow, KeyMeta>();
-function parsedMeta(row: ApiKeyRow): KeyMeta {
-  let meta = metas.get(row);
-  if (meta === undefined) {
-    meta = metaOf(row) as KeyMeta;
-    metas.set(row, meta);
-  }
-  return meta;
+const principals = new WeakMap<ApiKeyRow, Principal>();
+const JSON_TEXT = Symbol('json');
+
+/** JSON.stringify(principal): a key's principal keeps its text, any other is written anew. */
+export function principalJson(principal: Principal): string {
+  return (principal as { [JSON_TEXT]?: string })[JSON_TEXT] ?? JSON.stringify(principal);
 }
 
 export function tokenPrincipal(user: TokenUser): Principal {

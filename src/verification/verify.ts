@@ -10,7 +10,7 @@ import { CREDITS_BOUNDS } from '../limits/credits';
 import { type Address, parseAddress } from '../network/address';
 import { type PermissionQuery, PermissionQueryError, parsePermissionQuery } from '../permissions/query';
 import { VerifyBody, verificationModels } from './model';
-import type { OnVerdict, Verdict, Verifier } from './verdict';
+import { type OnVerdict, principalJson, type Verdict, type Verifier } from './verdict';
 
 type Requirements = { minLevel: number; permissions: readonly PermissionQuery[] | undefined };
 type Credential =
@@ -55,7 +55,19 @@ function verified(
   if (verdict.code === 'INVALID_TOKEN') context.tokenRefusal = verdict.reason;
   headers['content-type'] = 'application/json';
   headers['cache-control'] = 'no-store';
-  return new Response(JSON.stringify(answerOf(verdict)), { headers });
+  return new Response(answerText(verdict), { headers });
+}
+
+/**
+ * The answer's JSON: for a verdict with a principal and nothing after it (most answers), written
+ * around the principal's kept text (`principalJson`), the same bytes JSON.stringify(answerOf(verdict))
+ * gives.
+ */
+function answerText(verdict: Verdict): string {
+  if (!('principal' in verdict) || 'ratelimit' in verdict || 'credits' in verdict) {
+    return JSON.stringify(answerOf(verdict));
+  }
+  return `{"result":"success","valid":${verdict.valid},"code":"${verdict.code}","principal":${principalJson(verdict.principal)}}`;
 }
 
 /**

@@ -30,6 +30,51 @@ describe('POST /apikeys/verify answers 200 with a code', () => {
     expect(Object.keys(response.json)).toEqual(['result', 'valid', 'code', 'principal']);
   });
 
+  it("writes each principal as JSON.stringify writes it, and a key's as it stands after an update", async () => {
+    const created = await k.req('POST', '/apikeys/jwt', {
+      headers: await k.bearer(42),
+      body: {
+        name: 'quote " back\\slash',
+        level: 3,
+        expiresIn: 3600,
+        meta: { plan: 'pro', note: 'line\nbreak \u2028 é 東京', nested: { n: 1, list: [true, null] } },
+        permissions: ['documents.read', 'billing.*'],
+        allowedIps: ['10.0.0.0/8'],
+      },
+    });
+    const { key, secret } = created.json.apikey as { key: string; secret: string };
+    const sameBytes = async (body: Record<string, unknown>, code: string) => {
+      const response = await verify({ key, secret, clientIp: '10.1.2.3', ...body });
+      expect(response.json.code).toBe(code);
+      expect(response.text).toBe(JSON.stringify(response.json));
+      expect(Object.keys(response.json)).toEqual(['result', 'valid', 'code', 'principal']);
+      return response.json.principal;
+    };
+    const principal = {
+      type: 'key',
+      key,
+      userId: 42,
+      level: 3,
+      name: 'quote " back\\slash',
+      expiresAt: created.json.apikey.expiresAt,
+      meta: { plan: 'pro', note: 'line\nbreak \u2028 é 東京', nested: { n: 1, list: [true, null] } },
+      permissions: ['documents.read', 'billing.*'],
+      allowedIps: ['10.0.0.0/8'],
+    };
+    expect(await sameBytes({}, 'VALID')).toEqual(principal);
+    expect(await sameBytes({ minLevel: 4 }, 'INSUFFICIENT_LEVEL')).toEqual(principal);
+    expect(await sameBytes({ permissions: 'admin' }, 'INSUFFICIENT_PERMISSIONS')).toEqual(principal);
+    expect(await sameBytes({ clientIp: '192.0.2.1' }, 'IP_NOT_ALLOWED')).toEqual(principal);
+    const update = async (body: unknown) =>
+      k.req('PATCH', `/apikeys/${key}/jwt`, { headers: await k.bearer(42), body });
+    expect((await update({ name: 'renamed', meta: { plan: 'team' }, enabled: false })).status).toBe(200);
+    const updated = { ...principal, name: 'renamed', meta: { plan: 'team' } };
+    expect(await sameBytes({}, 'DISABLED')).toEqual(updated);
+    expect((await update({ enabled: true, meta: null, permissions: null })).status).toBe(200);
+    const { meta: _meta, permissions: _permissions, ...plain } = updated;
+    expect(await sameBytes({}, 'VALID')).toEqual(plain);
+  });
+
   it('VALID with the token principal, exp as ISO ms', async () => {
     const token = await k.token(9, { level: 4, ttlSeconds: 90 });
     const response = await verify({ token });
