@@ -80,12 +80,13 @@ export function createKeyCache({
     /**
      * The stored row for `id`, or undefined when there is none: at once from memory or from a store
      * that reads synchronously, as a promise when the store answers later (the hot path, a hit,
-     * allocates no promise). A store's failure is thrown, or rejected, as the store gave it.
+     * allocates no promise). A store's failure is thrown, or rejected, as the store gave it. `now`: the
+     * caller's reading of the clock, when it has one.
      */
-    find(id: string): ApiKeyRow | undefined | Promise<ApiKeyRow | undefined> {
+    find(id: string, now = clock()): ApiKeyRow | undefined | Promise<ApiKeyRow | undefined> {
       const entry = known.get(id) ?? unknown.get(id);
       if (entry !== undefined) {
-        if (clock() - entry.storedAt < ttlMs) {
+        if (now - entry.storedAt < ttlMs) {
           onLookup?.(true);
           return entry.row;
         }

@@ -172,10 +172,13 @@ export function createApiKeyService({
       if (!isWellFormedSecret(secret, secretPrefix)) return NOT_FOUND;
       // A key cache hit, or a read of a synchronous store (SQLite), answers at once: no promise, and
       // no closure (written out, not through andThen, whose one call site for every caller is slow).
-      const row = KEY_ID_PATTERN.test(key) ? keys.find(key) : undefined;
+      // One clock read for the cache's freshness and the expiry when the row is at hand; a row read
+      // from the store is judged expired or not when it arrives.
+      const now = clock();
+      const row = KEY_ID_PATTERN.test(key) ? keys.find(key, now) : undefined;
       return row instanceof Promise
-        ? row.then((found) => authenticationOf(secret, found))
-        : authenticationOf(secret, row);
+        ? row.then((found) => authenticationOf(secret, found, clock()))
+        : authenticationOf(secret, row, now);
     },
 
     async createKey(caller: Caller, input: CreateKeyInput, signal?: AbortSignal): Promise<ApiKeyView> {
@@ -456,9 +459,9 @@ export function createApiKeyService({
     return (await policyOf(userId))?.maxKeys ?? maxKeysPerUser;
   }
 
-  function authenticationOf(secret: string, row: ApiKeyRow | undefined): KeyAuthentication {
+  function authenticationOf(secret: string, row: ApiKeyRow | undefined, now: number): KeyAuthentication {
     const matches = secretMatches(secret, row?.secretHash ?? UNKNOWN_KEY_HASH);
-    const expired = (row?.expiresAt ?? 0) <= clock();
+    const expired = (row?.expiresAt ?? 0) <= now;
     if (!row) return NOT_FOUND;
     if (!matches) return { status: 'not-found', keyId: row.id };
     return expired ? { status: 'expired', row } : { status: 'valid', row };

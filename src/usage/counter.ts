@@ -49,9 +49,14 @@ export type UsageBatch = {
 
 export type UsageRecorder = {
   record(keyId: string, outcome: UsageOutcome): void;
+  /** `record` of the row's key, found by the row object itself after its first count in the interval. */
+  recordRow(row: KeyRow, outcome: UsageOutcome): void;
   /** An attempt with an id that names no key: counted nowhere, at the cost of a `record`. */
   recordUnknown(keyId: string): void;
 };
+
+/** A key's row as the caller holds it (the key cache's): the same object for as long as it is cached. */
+export type KeyRow = { readonly id: string };
 
 export const HOUR_MS = 3_600_000;
 
@@ -107,6 +112,12 @@ export function createUsageCounter({
   onFull?: () => void;
 }) {
   let entries = new Map<string, Entry>();
+  /**
+   * This interval's entries by the row object they were counted with (`recordRow`): a WeakMap hashes
+   * the object's identity, where `entries` hashes and compares the id's text, which a verification
+   * does not otherwise touch (bench/HISTORY.md). Made anew with `entries`.
+   */
+  let byRow = new WeakMap<KeyRow, Entry>();
   /** Taken by a flush and not committed yet: still the process's own, for reads. */
   let inFlight: Map<string, Entry> | undefined;
   /** The flush's keys not handed out in a slice yet, and the slice last handed out. */
@@ -179,6 +190,7 @@ export function createUsageCounter({
     if (inFlight !== undefined) throw new Error('a usage flush is already in flight');
     inFlight = entries;
     entries = new Map();
+    byRow = new WeakMap();
     toldFull = false;
     handing = inFlight.values();
     slice = [];
@@ -230,32 +242,45 @@ export function createUsageCounter({
     return slice.length === 0 ? undefined : { rows, lastUsed };
   }
 
+  function count(entry: Entry, outcome: UsageOutcome): void {
+    const now = clock();
+    if (outcome === 'authenticated') {
+      markUsed(entry, now);
+      return;
+    }
+    const bucket = bucketOf(entry, now - (now % HOUR_MS));
+    switch (outcome) {
+      case 'valid':
+        bucket.valid++;
+        markUsed(entry, now);
+        break;
+      case 'rateLimited':
+        bucket.rateLimited++;
+        break;
+      case 'usageExceeded':
+        bucket.usageExceeded++;
+        break;
+      case 'denied':
+        bucket.denied++;
+        break;
+    }
+  }
+
   return {
     /** Counts one attempt on an existing key (never call it for an id that names no key). */
     record(keyId: string, outcome: UsageOutcome): void {
       const entry = entryOf(keyId);
-      if (entry === undefined) return;
-      const now = clock();
-      if (outcome === 'authenticated') {
-        markUsed(entry, now);
-        return;
+      if (entry !== undefined) count(entry, outcome);
+    },
+
+    recordRow(row: KeyRow, outcome: UsageOutcome): void {
+      let entry = byRow.get(row);
+      if (entry === undefined) {
+        entry = entryOf(row.id);
+        if (entry === undefined) return;
+        byRow.set(row, entry);
       }
-      const bucket = bucketOf(entry, now - (now % HOUR_MS));
-      switch (outcome) {
-        case 'valid':
-          bucket.valid++;
-          markUsed(entry, now);
-          break;
-        case 'rateLimited':
-          bucket.rateLimited++;
-          break;
-        case 'usageExceeded':
-          bucket.usageExceeded++;
-          break;
-        case 'denied':
-          bucket.denied++;
-          break;
-      }
+      count(entry, outcome);
     },
 
     /**

@@ -175,8 +175,8 @@ export function createVerifier({
     // Only ids that name a key are counted (a wrong secret carries its key's id); an unknown id costs
     // the counter what a wrong secret does, and counts nothing.
     if (usage !== undefined) {
-      const keyId = outcome.status === 'not-found' ? outcome.keyId : outcome.row.id;
-      if (keyId !== undefined) usage.record(keyId, usageOutcomeOf(final.code));
+      if (outcome.status !== 'not-found') usage.recordRow(outcome.row, usageOutcomeOf(final.code));
+      else if (outcome.keyId !== undefined) usage.record(outcome.keyId, 'denied');
       else usage.recordUnknown(key);
     }
     return final;
