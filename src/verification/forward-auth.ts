@@ -19,7 +19,14 @@ import { type PermissionQuery, PermissionQueryError, parsePermissionQuery } from
 import { verificationModels } from './model';
 import { forwardedRequestOf, matchingRule, normalisedPath, PathRefusedError } from './route-rules';
 import type { RateLimitReport } from './usage-limits';
-import type { KeyCheck, OnVerdict, Requirements, Verdict, Verifier } from './verdict';
+import {
+  type KeyCheck,
+  type OnVerdict,
+  principalJson,
+  type Requirements,
+  type Verdict,
+  type Verifier,
+} from './verdict';
 
 /** The first path segment; the edge lets bodies of any declared size through here (they are never read). */
 export const FORWARD_AUTH_PATH = '/forward-auth';
@@ -359,7 +366,8 @@ function allowed(verdict: Verdict, headers: Record<string, string>): Response {
   headers['x-keygate-expires-at'] = principal.expiresAt;
   // What the credential holds, for the upstream to decide finer (names are not secret).
   if (principal.permissions !== undefined) headers['x-keygate-permissions'] = principal.permissions.join(' ');
-  return new Response(JSON.stringify({ result: 'success', principal }), { headers });
+  // JSON.stringify({ result: 'success', principal }), around the principal's kept text.
+  return new Response(`{"result":"success","principal":${principalJson(principal)}}`, { headers });
 }
 
 /** A route rule that allows anyone: 200 without looking at any credential, no identity headers. */

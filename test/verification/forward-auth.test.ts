@@ -31,6 +31,7 @@ describe('forward-auth allows', () => {
       result: 'success',
       principal: { type: 'key', key: key.key, userId: 42, level: 3, name: 'ci', expiresAt: key.expiresAt },
     });
+    expect(response.text).toBe(JSON.stringify(response.json));
   });
 
   it('a valid token: 200, X-Keygate-Auth jwt, no X-Keygate-Key, exp as ISO ms', async () => {
@@ -48,6 +49,7 @@ describe('forward-auth allows', () => {
       result: 'success',
       principal: { type: 'jwt', userId: 7, level: 5, expiresAt },
     });
+    expect(response.text).toBe(JSON.stringify(response.json));
   });
 
   it.each(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'PROPFIND', 'M-SEARCH'])(
