@@ -52,8 +52,9 @@ import { policyView, type StoredPolicy } from './user-policy';
  * secret for a key that exists carries its `keyId`, for the key's usage counts only (never an answer).
  */
 export type KeyAuthentication =
-  | { status: 'valid'; row: ApiKeyRow }
-  | { status: 'expired'; row: ApiKeyRow }
+  /** `at`: the clock's reading the key was judged at, which the rest of its verification goes by. */
+  | { status: 'valid'; row: ApiKeyRow; at: number }
+  | { status: 'expired'; row: ApiKeyRow; at: number }
   | { status: 'not-found'; keyId?: string };
 
 export type ApiKeyServiceOptions = {
@@ -464,7 +465,7 @@ export function createApiKeyService({
     const expired = (row?.expiresAt ?? 0) <= now;
     if (!row) return NOT_FOUND;
     if (!matches) return { status: 'not-found', keyId: row.id };
-    return expired ? { status: 'expired', row } : { status: 'valid', row };
+    return expired ? { status: 'expired', row, at: now } : { status: 'valid', row, at: now };
   }
 }
 

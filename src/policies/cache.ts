@@ -45,11 +45,14 @@ export function createPolicyCache({
   store.onPolicyChanged(evict);
 
   return {
-    /** The user's policy, or undefined when the user has none: at once when known, else a promise. */
-    policyOf(userId: number): SyncOrAsync<StoredPolicy | undefined> {
+    /**
+     * The user's policy, or undefined when the user has none: at once when known, else a promise.
+     * `now`: the caller's reading of the clock, when it has one.
+     */
+    policyOf(userId: number, now = clock()): SyncOrAsync<StoredPolicy | undefined> {
       const entry = known.get(userId);
       if (entry !== undefined) {
-        if (clock() - entry.storedAt < ttlMs) return entry.policy;
+        if (now - entry.storedAt < ttlMs) return entry.policy;
         known.delete(userId);
       }
       const pending = reads.get(userId);

@@ -49,8 +49,11 @@ export type UsageBatch = {
 
 export type UsageRecorder = {
   record(keyId: string, outcome: UsageOutcome): void;
-  /** `record` of the row's key, found by the row object itself after its first count in the interval. */
-  recordRow(row: KeyRow, outcome: UsageOutcome): void;
+  /**
+   * `record` of the row's key, found by the row object itself after its first count in the interval;
+   * `at`: when (the verification's reading of the clock).
+   */
+  recordRow(row: KeyRow, outcome: UsageOutcome, at: number): void;
   /** An attempt with an id that names no key: counted nowhere, at the cost of a `record`. */
   recordUnknown(keyId: string): void;
 };
@@ -242,8 +245,7 @@ export function createUsageCounter({
     return slice.length === 0 ? undefined : { rows, lastUsed };
   }
 
-  function count(entry: Entry, outcome: UsageOutcome): void {
-    const now = clock();
+  function count(entry: Entry, outcome: UsageOutcome, now: number): void {
     if (outcome === 'authenticated') {
       markUsed(entry, now);
       return;
@@ -270,17 +272,17 @@ export function createUsageCounter({
     /** Counts one attempt on an existing key (never call it for an id that names no key). */
     record(keyId: string, outcome: UsageOutcome): void {
       const entry = entryOf(keyId);
-      if (entry !== undefined) count(entry, outcome);
+      if (entry !== undefined) count(entry, outcome, clock());
     },
 
-    recordRow(row: KeyRow, outcome: UsageOutcome): void {
+    recordRow(row: KeyRow, outcome: UsageOutcome, at: number): void {
       let entry = byRow.get(row);
       if (entry === undefined) {
         entry = entryOf(row.id);
         if (entry === undefined) return;
         byRow.set(row, entry);
       }
-      count(entry, outcome);
+      count(entry, outcome, at);
     },
 
     /**

@@ -58,8 +58,8 @@ export type UsageLimits = {
   operatorRule: RateLimitRule | undefined;
   /** The store's guarded take from the pools, committed before it resolves. */
   takeCredits(pools: CreditPools, cost: number, now: number): Promise<PoolsTake | undefined>;
-  /** The operator's policy of a user (at once when known); none when left out. */
-  policyOf?: (userId: number) => SyncOrAsync<StoredPolicy | undefined>;
+  /** The operator's policy of a user (at once when known), judged fresh at `now`; none when left out. */
+  policyOf?: (userId: number, now: number) => SyncOrAsync<StoredPolicy | undefined>;
   /** The admissions of this process still waiting for their credits take. */
   pending: PendingAdmissions;
   clock: Clock;
@@ -70,13 +70,17 @@ const SETTLE_ROUNDS = 8;
 
 const ALLOWED: LimitsOutcome = Object.freeze({ allowed: true });
 
-/** Counts a verification of `row` costing `cost` credits against its limits and credits. */
+/**
+ * Counts a verification of `row` costing `cost` credits against its limits and credits; `now`, the
+ * verification's reading of the clock, tells whether the policy known is fresh.
+ */
 export function applyUsageLimits(
   limits: UsageLimits,
   row: ApiKeyRow,
   cost: number,
+  now: number,
 ): SyncOrAsync<LimitsOutcome> {
-  const policy = limits.policyOf?.(row.userId);
+  const policy = limits.policyOf?.(row.userId, now);
   return policy instanceof Promise
     ? policy.then((known) => limitedBy(limits, row, cost, known))
     : limitedBy(limits, row, cost, policy);

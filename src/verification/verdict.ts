@@ -157,7 +157,7 @@ export function createVerifier({
   const limited = (key: string, outcome: KeyAuthentication, judged: Verdict, cost: number) => {
     if (!judged.valid || limits === undefined || outcome.status !== 'valid')
       return counted(key, outcome, judged);
-    const applied = applyUsageLimits(limits, outcome.row, cost);
+    const applied = applyUsageLimits(limits, outcome.row, cost, outcome.at);
     const row = outcome.row;
     return applied instanceof Promise
       ? applied.then((settled) => counted(key, outcome, limitedVerdict(judged, noticed(row, settled))))
@@ -175,7 +175,8 @@ export function createVerifier({
     // Only ids that name a key are counted (a wrong secret carries its key's id); an unknown id costs
     // the counter what a wrong secret does, and counts nothing.
     if (usage !== undefined) {
-      if (outcome.status !== 'not-found') usage.recordRow(outcome.row, usageOutcomeOf(final.code));
+      if (outcome.status !== 'not-found')
+        usage.recordRow(outcome.row, usageOutcomeOf(final.code), outcome.at);
       else if (outcome.keyId !== undefined) usage.record(outcome.keyId, 'denied');
       else usage.recordUnknown(key);
     }

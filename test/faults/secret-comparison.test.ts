@@ -83,7 +83,11 @@ describe('authenticateKey', () => {
       status: 'not-found',
       keyId: row.id,
     });
-    expect(await service.authenticateKey(row.id, secret)).toEqual({ status: 'valid', row });
+    expect(await service.authenticateKey(row.id, secret)).toEqual({
+      status: 'valid',
+      row,
+      at: expect.any(Number),
+    });
     expect(timingSafeEqual).toHaveBeenCalledTimes(3);
     for (const [a, b] of timingSafeEqual.mock.calls as unknown as Array<[Uint8Array, Uint8Array]>) {
       expect([a.length, b.length]).toEqual([32, 32]);

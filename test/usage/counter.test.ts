@@ -109,33 +109,37 @@ describe('usage counter', () => {
     expect(batch.lastUsed).toEqual([{ keyId: 'a', at: T0 + 5000 }]);
   });
 
-  it('counts by row object as by id: one entry per key, taken by each flush, put back by a failed write', () => {
+  it('counts by row object as by id, at the time given: one entry per key, taken by each flush, put back by a failed write', () => {
     const { usage, time } = counter(2);
     const row = { id: 'a' };
     const refreshed = { id: 'a' }; // the key cache read the key again
-    usage.recordRow(row, 'valid');
+    usage.recordRow(row, 'valid', time.now);
     usage.record('a', 'denied');
-    usage.recordRow(refreshed, 'rateLimited');
+    usage.recordRow(refreshed, 'rateLimited', time.now);
     expect(usage.take().rows).toEqual([
       { keyId: 'a', bucket: HOUR_10, ...zero, valid: 1, rateLimited: 1, denied: 1 },
     ]);
     // Counted after the take: in this interval's entry, not the one in flight.
     time.now += 1000;
-    usage.recordRow(row, 'valid');
+    usage.recordRow(row, 'valid', time.now);
     usage.settle(true);
     expect(usage.pendingRows('a')).toEqual([{ keyId: 'a', bucket: HOUR_10, ...zero, valid: 1 }]);
     usage.take();
-    usage.recordRow(row, 'usageExceeded');
+    usage.recordRow(row, 'usageExceeded', time.now);
     usage.settle(false);
-    usage.recordRow(row, 'valid');
+    // The verification's own reading of the clock, not the counter's.
+    usage.recordRow(row, 'valid', T0 + HOUR_MS);
     const batch = usage.take();
-    expect(batch.rows).toEqual([{ keyId: 'a', bucket: HOUR_10, ...zero, valid: 2, usageExceeded: 1 }]);
-    expect(batch.lastUsed).toEqual([{ keyId: 'a', at: T0 + 1000 }]);
+    expect(batch.rows).toEqual([
+      { keyId: 'a', bucket: HOUR_10, ...zero, valid: 1, usageExceeded: 1 },
+      { keyId: 'a', bucket: HOUR_10 + HOUR_MS, ...zero, valid: 1 },
+    ]);
+    expect(batch.lastUsed).toEqual([{ keyId: 'a', at: T0 + HOUR_MS }]);
     usage.settle(true);
     // The bound holds for rows too.
-    usage.recordRow({ id: 'b' }, 'valid');
-    usage.recordRow({ id: 'c' }, 'valid');
-    usage.recordRow({ id: 'd' }, 'valid');
+    usage.recordRow({ id: 'b' }, 'valid', time.now);
+    usage.recordRow({ id: 'c' }, 'valid', time.now);
+    usage.recordRow({ id: 'd' }, 'valid', time.now);
     expect(usage.size).toBe(2);
     expect(usage.takeDropped()).toBe(1);
   });
