@@ -253,7 +253,8 @@ export function judged(principal: Principal, held: HeldPermissions, required: Re
 
 /**
  * A key's principal, as its row states it: made once per row (a key cache fill makes new rows; an
- * update, a new one), then shared, so it is frozen; its JSON text is made with it (`principalJson`).
+ * update, a new one), then shared, so it is frozen; its JSON text is made with it and kept when it is
+ * short (`principalJson`), so a large meta does not double what the key cache holds.
  */
 export function keyPrincipal(row: ApiKeyRow): Principal {
   let principal = principals.get(row);
@@ -270,7 +271,8 @@ export function keyPrincipal(row: ApiKeyRow): Principal {
     if (row.permissions != null) principal.permissions = permissionsOf(row);
     if (row.allowedIps != null) principal.allowedIps = allowedIpsOf(row);
     // Not enumerable: JSON and a spread leave it out (a copy with a subject has none).
-    Object.defineProperty(principal, JSON_TEXT, { value: JSON.stringify(principal) });
+    const text = JSON.stringify(principal);
+    if (text.length <= KEPT_TEXT_LENGTH) Object.defineProperty(principal, JSON_TEXT, { value: text });
     principals.set(row, Object.freeze(principal));
   }
   return principal;
@@ -278,6 +280,8 @@ export function keyPrincipal(row: ApiKeyRow): Principal {
 
 const principals = new WeakMap<ApiKeyRow, Principal>();
 const JSON_TEXT = Symbol('json');
+/** A principal's text is kept up to this length (most are 150-300 characters; meta may take 2 KB). */
+const KEPT_TEXT_LENGTH = 1024;
 
 /** JSON.stringify(principal): a key's principal keeps its text, any other is written anew. */
 export function principalJson(principal: Principal): string {

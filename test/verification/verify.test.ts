@@ -73,6 +73,10 @@ describe('POST /apikeys/verify answers 200 with a code', () => {
     expect((await update({ enabled: true, meta: null, permissions: null })).status).toBe(200);
     const { meta: _meta, permissions: _permissions, ...plain } = updated;
     expect(await sameBytes({}, 'VALID')).toEqual(plain);
+    // A principal too long to keep its text (a meta near its 2,048 bytes) is written anew, alike.
+    const large = { tenant: 'x'.repeat(1900), quote: '"' };
+    expect((await update({ meta: large })).status).toBe(200);
+    expect(await sameBytes({}, 'VALID')).toEqual({ ...plain, meta: large });
   });
 
   it('VALID with the token principal, exp as ISO ms', async () => {
