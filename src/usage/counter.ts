@@ -1,9 +1,10 @@
 // Usage counts in memory: per key and UTC hour, what its verifications came to, and when it was last
 // used. Nothing here touches the disk: the flusher (flusher.ts) takes the counts every
 // USAGE_FLUSH_SECONDS and writes them in slices of keys (`begin`, `nextSlice`, `sliceWritten`,
-// `settle`), or all in one (`take`, `settle`). A count costs a Map lookup and an increment: a
-// key's entry, allocated once per interval, holds its latest hour's counts itself (one object to reach
-// on every verification), and an earlier hour's only when the hour turns within the interval.
+// `settle`), or all in one (`take`, `settle`). A count costs a lookup and an increment: a key's
+// entry, allocated once per interval, holds its latest hour's counts itself (one object to reach on
+// every verification), and an earlier hour's only when the hour turns within the interval; a
+// verification finds it by the key's row (`recordRow`), anything else by the key's id.
 // Beside the keys' counts, every verification answer's code (tokens' and unknown keys' too) is
 // counted per hour for the operator's overview: one Map increment, written with the flush's first
 // slice.

@@ -270,8 +270,8 @@ export function keyPrincipal(row: ApiKeyRow): Principal {
     if (row.meta != null) principal.meta = metaOf(row);
     if (row.permissions != null) principal.permissions = permissionsOf(row);
     if (row.allowedIps != null) principal.allowedIps = allowedIpsOf(row);
-    // Not enumerable: JSON and a spread leave it out (a copy with a subject has none).
     const text = JSON.stringify(principal);
+    // Not enumerable: JSON and a spread leave it out (a copy with a subject has none).
     if (text.length <= KEPT_TEXT_LENGTH) Object.defineProperty(principal, JSON_TEXT, { value: text });
     principals.set(row, Object.freeze(principal));
   }
