@@ -1,5 +1,6 @@
 // A key's row as both stores read it: api_keys joined with its lineage's credits (one query, so the
 // key cache holds whether a key has credits, and a key without any costs no second read).
+import { type Column, eq, getTableColumns, sql, type Table } from 'drizzle-orm';
 import type { ApiKeyRow, KeyUpdate } from '../apikeys/store';
 
 /** The joined columns of key_credits, null when the lineage has none. */
@@ -12,6 +13,42 @@ export type JoinedCredits = {
   creditsSetRemaining?: number | null;
   creditsSetAt?: number | null;
 };
+
+/** key_credits' columns on either engine's schema, as the joined read names them. */
+type CreditColumns = Record<
+  'lineage' | 'remaining' | 'refillAmount' | 'refillIntervalMs' | 'refilledAt' | 'setRemaining' | 'setAt',
+  Column
+>;
+
+/**
+ * The read of a key with its lineage's credits on one engine's schema (the stores, the webhooks' and
+ * the operator's lookups all read keys this way): what to select, and the left join's condition.
+ */
+export function keyWithCreditsOf<K extends Table & Record<'id' | 'lineage', Column>, C extends CreditColumns>(
+  apiKeys: K,
+  keyCredits: C,
+) {
+  return {
+    columns: {
+      ...getTableColumns(apiKeys),
+      creditsRemaining: keyCredits.remaining,
+      creditsRefillAmount: keyCredits.refillAmount,
+      creditsRefillIntervalMs: keyCredits.refillIntervalMs,
+      creditsRefilledAt: keyCredits.refilledAt,
+      creditsSetRemaining: keyCredits.setRemaining,
+      creditsSetAt: keyCredits.setAt,
+      // Spelled out: a generic's property reads as the constraint's Column, which select() refuses.
+    } as ReturnType<typeof getTableColumns<K>> & {
+      creditsRemaining: C['remaining'];
+      creditsRefillAmount: C['refillAmount'];
+      creditsRefillIntervalMs: C['refillIntervalMs'];
+      creditsRefilledAt: C['refilledAt'];
+      creditsSetRemaining: C['setRemaining'];
+      creditsSetAt: C['setAt'];
+    },
+    join: eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`),
+  };
+}
 
 /** A key's columns as the stores select them, with its lineage's credits joined. */
 export type JoinedKey = Omit<Required<ApiKeyRow>, 'credits' | 'creditsSet'> & JoinedCredits;

@@ -1,8 +1,8 @@
 // The LookupStore on PostgreSQL: the operator's queries across every user, on the pool (never on a
 // write batch's connection). docs/operator.md has what each costs at a million keys.
-import { and, desc, eq, getTableColumns, gt, sql } from 'drizzle-orm';
+import { and, desc, gt, sql } from 'drizzle-orm';
 import { firstUsers, type LookupStore, type RankedRow, rankingsOf } from '../../admin/lookup-store';
-import { withCredits } from '../key-rows';
+import { keyWithCreditsOf, withCredits } from '../key-rows';
 import type { PostgresDb } from './open';
 import { apiKeys, keyCredits } from './schema';
 import { unavailableOr } from './unavailable';
@@ -48,14 +48,7 @@ const TOP = `
     GROUP BY k.user_id ORDER BY valid DESC LIMIT $2
   ) u`;
 
-const keyWithCredits = {
-  ...getTableColumns(apiKeys),
-  creditsRemaining: keyCredits.remaining,
-  creditsRefillAmount: keyCredits.refillAmount,
-  creditsRefillIntervalMs: keyCredits.refillIntervalMs,
-  creditsRefilledAt: keyCredits.refilledAt,
-};
-const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
+const { columns: keyWithCredits, join: creditsOfKey } = keyWithCreditsOf(apiKeys, keyCredits);
 /** The LIKE pattern of ids starting with `prefix` (only letters, digits and `_`, which LIKE escapes). */
 const likePrefix = (prefix: string) => `${prefix.replaceAll('_', '\\_')}%`;
 

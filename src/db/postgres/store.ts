@@ -5,7 +5,7 @@
 // rotation or update NOTIFYs the other replicas in the same transaction, and LISTEN evicts their
 // cached keys.
 
-import { and, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
+import { and, desc, eq, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/bun-sql';
 import { lineageOf } from '../../apikeys/settings';
 import type { ApiKeyRow, ApiKeyStore } from '../../apikeys/store';
@@ -13,7 +13,7 @@ import type { Logger } from '../../core/log';
 import { HOUR_MS } from '../../usage/counter';
 import type { OutboxMessage } from '../../webhooks/events';
 import { keyChanges } from '../key-changes';
-import { columnsOfUpdate, type JoinedCredits, withCredits } from '../key-rows';
+import { columnsOfUpdate, type JoinedCredits, keyWithCreditsOf, withCredits } from '../key-rows';
 import { routeClientWarnings } from './client-warnings';
 import { postgresCreditTakes } from './credits';
 import { type CommitBatch, type JobGroup, PostgresGroupCommit } from './group-commit';
@@ -35,17 +35,8 @@ const IDS_PER_NOTIFY = 50;
 
 type Row = typeof apiKeys.$inferSelect;
 
-/** A key with its lineage's credits, in one read (the webhooks' store reads keys this way too). */
-export const keyWithCredits = {
-  ...getTableColumns(apiKeys),
-  creditsRemaining: keyCredits.remaining,
-  creditsRefillAmount: keyCredits.refillAmount,
-  creditsRefillIntervalMs: keyCredits.refillIntervalMs,
-  creditsRefilledAt: keyCredits.refilledAt,
-  creditsSetRemaining: keyCredits.setRemaining,
-  creditsSetAt: keyCredits.setAt,
-};
-export const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
+/** A key with its lineage's credits, in one read (the webhooks' and the lookups' stores read keys so too). */
+export const { columns: keyWithCredits, join: creditsOfKey } = keyWithCreditsOf(apiKeys, keyCredits);
 type Joined = Row & JoinedCredits;
 // The hash arrives as hex text; the row is made by withCredits, so it has the shape every row has.
 const toRow = (joined: Joined): ApiKeyRow =>

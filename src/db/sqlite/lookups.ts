@@ -1,7 +1,7 @@
 // The LookupStore on SQLite: the operator's queries across every user, read on the connection's own
 // prepared statements (they never wait for the writer). docs/operator.md has what each costs at a
 // million keys.
-import { and, desc, getTableColumns, gt, sql } from 'drizzle-orm';
+import { and, desc, gt, sql } from 'drizzle-orm';
 import {
   firstUsers,
   type LookupStore,
@@ -9,7 +9,7 @@ import {
   rankingsOf,
   type UserRow,
 } from '../../admin/lookup-store';
-import { withCredits } from '../key-rows';
+import { keyWithCreditsOf, withCredits } from '../key-rows';
 import type { Db } from './open';
 import { apiKeys, keyCredits } from './schema';
 import { unavailableOr } from './store';
@@ -69,14 +69,7 @@ export function createSqliteLookupStore(db: Db): LookupStore {
   const countCreated = client.prepare(COUNT_CREATED);
   const verifications = client.prepare(VERIFICATIONS);
   const top = client.prepare(TOP);
-  const keyWithCredits = {
-    ...getTableColumns(apiKeys),
-    creditsRemaining: keyCredits.remaining,
-    creditsRefillAmount: keyCredits.refillAmount,
-    creditsRefillIntervalMs: keyCredits.refillIntervalMs,
-    creditsRefilledAt: keyCredits.refilledAt,
-  };
-  const creditsOfKey = sql`${keyCredits.lineage} = coalesce(${apiKeys.lineage}, ${apiKeys.id})`;
+  const { columns: keyWithCredits, join: creditsOfKey } = keyWithCreditsOf(apiKeys, keyCredits);
 
   // The primary key's range of ids starting with a prefix ('~' sorts after every character of an id).
   const fewWithPrefix = client.prepare(

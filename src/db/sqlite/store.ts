@@ -1,14 +1,14 @@
 // The ApiKeyStore on SQLite: writes go through the group-commit writer and resolve once committed;
 // reads are prepared statements (synchronous underneath, Promises outside).
 
-import { and, count, desc, eq, getTableColumns, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
+import { and, count, desc, eq, gt, inArray, lt, lte, or, sql } from 'drizzle-orm';
 import { lineageOf } from '../../apikeys/settings';
 import { type ApiKeyRow, type ApiKeyStore, StoreUnavailableError } from '../../apikeys/store';
 import type { PoolsTake } from '../../limits/credits';
 import { HOUR_MS } from '../../usage/counter';
 import { secondPoolRefusal, takeFromPools } from '../credits-take';
 import { keyChanges } from '../key-changes';
-import { columnsOfUpdate, withCredits } from '../key-rows';
+import { columnsOfUpdate, keyWithCreditsOf, withCredits } from '../key-rows';
 import { checkpointInBackground } from './checkpoints';
 import { sqliteCreditTakes } from './credits';
 import { type CommitBatch, GroupCommitWriter } from './group-commit';
@@ -30,17 +30,8 @@ export function unavailableOr(error: unknown): never {
 
 const HASHES_PER_QUERY = 500;
 
-/** A key with its lineage's credits, in one read (the webhooks' store reads keys this way too). */
-export const keyWithCredits = {
-  ...getTableColumns(apiKeys),
-  creditsRemaining: keyCredits.remaining,
-  creditsRefillAmount: keyCredits.refillAmount,
-  creditsRefillIntervalMs: keyCredits.refillIntervalMs,
-  creditsRefilledAt: keyCredits.refilledAt,
-  creditsSetRemaining: keyCredits.setRemaining,
-  creditsSetAt: keyCredits.setAt,
-};
-export const creditsOfKey = eq(keyCredits.lineage, sql`coalesce(${apiKeys.lineage}, ${apiKeys.id})`);
+/** A key with its lineage's credits, in one read (the webhooks' and the lookups' stores read keys so too). */
+export const { columns: keyWithCredits, join: creditsOfKey } = keyWithCreditsOf(apiKeys, keyCredits);
 
 /** The store, and its write path for the other tables' stores (subjects) to share its group commit. */
 export type SqliteApiKeyStore = ApiKeyStore & {
