@@ -63,9 +63,12 @@ export function storedList(list: readonly string[] | null | undefined): string |
   return list == null ? null : JSON.stringify(list);
 }
 
-// A cached row keeps what is parsed from it, so a key costs one JSON.parse per cache fill, not per
-// verification. The rows are never changed once read (an update reads a new one).
-function perRow<T>(make: (row: ApiKeyRow) => T): (row: ApiKeyRow) => T {
+/**
+ * `make`, kept per row: a cached row keeps what is parsed or built from it, so a key costs one
+ * JSON.parse (or one principal) per cache fill, not per verification. The rows are never changed once
+ * read (an update reads a new one).
+ */
+export function perRow<T>(make: (row: ApiKeyRow) => T): (row: ApiKeyRow) => T {
   const made = new WeakMap<ApiKeyRow, T>();
   return (row) => {
     let value = made.get(row);

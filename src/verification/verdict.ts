@@ -12,6 +12,7 @@ import {
   type KeyMeta,
   metaOf,
   permissionsOf,
+  perRow,
 } from '../apikeys/settings';
 import type { ApiKeyRow } from '../apikeys/store';
 import type { TokenRefusal } from '../auth/jwt';
@@ -256,29 +257,24 @@ export function judged(principal: Principal, held: HeldPermissions, required: Re
  * update, a new one), then shared, so it is frozen; its JSON text is made with it and kept when it is
  * short (`principalJson`), so a large meta does not double what the key cache holds.
  */
-export function keyPrincipal(row: ApiKeyRow): Principal {
-  let principal = principals.get(row);
-  if (principal === undefined) {
-    principal = {
-      type: 'key',
-      key: row.id,
-      userId: row.userId,
-      level: row.level,
-      name: row.name,
-      expiresAt: new Date(row.expiresAt).toISOString(),
-    };
-    if (row.meta != null) principal.meta = metaOf(row);
-    if (row.permissions != null) principal.permissions = permissionsOf(row);
-    if (row.allowedIps != null) principal.allowedIps = allowedIpsOf(row);
-    const text = JSON.stringify(principal);
-    // Not enumerable: JSON and a spread leave it out (a copy with a subject has none).
-    if (text.length <= KEPT_TEXT_LENGTH) Object.defineProperty(principal, JSON_TEXT, { value: text });
-    principals.set(row, Object.freeze(principal));
-  }
-  return principal;
-}
+export const keyPrincipal = perRow((row): Principal => {
+  const principal: Principal = {
+    type: 'key',
+    key: row.id,
+    userId: row.userId,
+    level: row.level,
+    name: row.name,
+    expiresAt: new Date(row.expiresAt).toISOString(),
+  };
+  if (row.meta != null) principal.meta = metaOf(row);
+  if (row.permissions != null) principal.permissions = permissionsOf(row);
+  if (row.allowedIps != null) principal.allowedIps = allowedIpsOf(row);
+  const text = JSON.stringify(principal);
+  // Not enumerable: JSON and a spread leave it out (a copy with a subject has none).
+  if (text.length <= KEPT_TEXT_LENGTH) Object.defineProperty(principal, JSON_TEXT, { value: text });
+  return Object.freeze(principal);
+});
 
-const principals = new WeakMap<ApiKeyRow, Principal>();
 const JSON_TEXT = Symbol('json');
 /** A principal's text is kept up to this length (most are 150-300 characters; meta may take 2 KB). */
 const KEPT_TEXT_LENGTH = 1024;
