@@ -1,7 +1,8 @@
 // The SQLite ApiKeyStore's own promises: a key is read synchronously, rotation is one transaction, it re-checks the previous key
 // inside it, and change events arrive after the commit and before the writer's promise resolves.
+import { heapStats } from 'bun:jsc';
 import { afterEach, beforeEach, describe, expect, it } from 'bun:test';
-import type { ApiKeyStore } from '../../src/apikeys/store';
+import type { ApiKeyRow, ApiKeyStore } from '../../src/apikeys/store';
 import { type Db, openDatabase } from '../../src/db/sqlite/open';
 import { createSqliteApiKeyStore } from '../../src/db/sqlite/store';
 import { id, row } from '../support/rows';
@@ -24,6 +25,22 @@ describe('findKey', () => {
     expect(found).not.toBeInstanceOf(Promise);
     expect((found as { id: string }).id).toBe(id(1));
     expect(store.findKey(id(2))).toBeUndefined();
+  });
+
+  it('gives each row its secret hash as bytes of its own, no ArrayBuffer the collector must track', async () => {
+    const ids = Array.from({ length: 200 }, (_, i) => id(100 + i));
+    for (const keyId of ids) await store.insertKeyWithinLimit(row(keyId), 1000);
+    const arrayBuffers = () => {
+      Bun.gc(true);
+      return heapStats().objectTypeCounts.ArrayBuffer ?? 0;
+    };
+    const before = arrayBuffers();
+    const rows = ids.map((keyId) => store.findKey(keyId) as ApiKeyRow);
+    // A view on each read's bytes (their `.buffer`) kept one ArrayBuffer object alive per cached row.
+    expect(arrayBuffers() - before).toBeLessThan(20);
+    expect(
+      rows.map((found) => Buffer.from(found.secretHash).equals(Buffer.from(row(found.id).secretHash))),
+    ).toEqual(ids.map(() => true));
   });
 });
 

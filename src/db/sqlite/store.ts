@@ -95,8 +95,10 @@ export function createSqliteApiKeyStore(
     for (let i = 0; i < lookupFields.length; i++) joined[lookupFields[i] as string] = values[i];
     // The two columns drizzle's schema reads in another mode than SQLite's own.
     joined.enabled = joined.enabled === 1;
-    const hash = joined.secretHash as Uint8Array;
-    joined.secretHash = Buffer.from(hash.buffer, hash.byteOffset, hash.byteLength);
+    // A copy, as drizzle's mapping makes. A view on the read's bytes (on their `.buffer`) would give every
+    // cached row an ArrayBuffer that the garbage collector tracks by a weak handle of its own: with
+    // 10k keys cached, 10k more for every collection to visit (bench/HISTORY.md).
+    joined.secretHash = Buffer.from(joined.secretHash as Uint8Array);
     return withCredits(joined as Parameters<typeof withCredits>[0]);
   };
   const rowOf = (joined: Parameters<typeof withCredits>[0] | undefined): ApiKeyRow | undefined =>
