@@ -153,8 +153,10 @@ export function withHttpEdge(
     const path = queryStart === -1 ? url.slice(pathStart) : url.slice(pathStart, queryStart);
     const route = directRoute(request.method, path);
     // Refused before reading a byte of it (and before authentication): the declared size says enough.
-    const declared = Number(request.headers.get('content-length') ?? 0);
-    if ((route === undefined || route.readsBody) && declared > MAX_BODY_BYTES) {
+    // Forward-auth never reads its body: its declared size is not even looked up.
+    const declared =
+      route === undefined || route.readsBody ? Number(request.headers.get('content-length') ?? 0) : 0;
+    if (declared > MAX_BODY_BYTES) {
       const limit = route === undefined ? bodyLimit(request.method, path) : MAX_BODY_BYTES;
       if (declared > limit) {
         const message = limit === MAX_BODY_BYTES ? BODY_TOO_LARGE : `The body is larger than ${limit} bytes.`;
