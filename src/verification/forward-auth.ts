@@ -20,9 +20,9 @@ import { verificationModels } from './model';
 import { forwardedRequestOf, matchingRule, normalisedPath, PathRefusedError } from './route-rules';
 import type { RateLimitReport } from './usage-limits';
 import {
+  allowedBody,
   type KeyCheck,
   type OnVerdict,
-  principalJson,
   type Requirements,
   type Verdict,
   type Verifier,
@@ -366,8 +366,7 @@ function allowed(verdict: Verdict, headers: Record<string, string>): Response {
   headers['x-keygate-expires-at'] = principal.expiresAt;
   // What the credential holds, for the upstream to decide finer (names are not secret).
   if (principal.permissions !== undefined) headers['x-keygate-permissions'] = principal.permissions.join(' ');
-  // JSON.stringify({ result: 'success', principal }), around the principal's kept text.
-  return new Response(`{"result":"success","principal":${principalJson(principal)}}`, { headers });
+  return new Response(allowedBody(principal), { headers });
 }
 
 /** A route rule that allows anyone: 200 without looking at any credential, no identity headers. */

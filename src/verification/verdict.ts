@@ -255,7 +255,8 @@ export function judged(principal: Principal, held: HeldPermissions, required: Re
 /**
  * A key's principal, as its row states it: made once per row (a key cache fill makes new rows; an
  * update, a new one), then shared, so it is frozen; its JSON text is made with it and kept when it is
- * short (`principalJson`), so a large meta does not double what the key cache holds.
+ * short (`principalJson`), so a large meta does not double what the key cache holds, and so are the
+ * answers written around it once made (`allowedBody`, `validBody`).
  */
 export const keyPrincipal = perRow((row): Principal => {
   const principal: Principal = {
@@ -269,20 +270,50 @@ export const keyPrincipal = perRow((row): Principal => {
   if (row.meta != null) principal.meta = metaOf(row);
   if (row.permissions != null) principal.permissions = permissionsOf(row);
   if (row.allowedIps != null) principal.allowedIps = allowedIpsOf(row);
-  const text = JSON.stringify(principal);
+  const json = JSON.stringify(principal);
   // Not enumerable: JSON and a spread leave it out (a copy with a subject has none).
-  if (text.length <= KEPT_TEXT_LENGTH) Object.defineProperty(principal, JSON_TEXT, { value: text });
+  if (json.length <= KEPT_TEXT_LENGTH) {
+    const kept: KeptText = { json, allowed: undefined, valid: undefined };
+    Object.defineProperty(principal, KEPT, { value: kept });
+  }
   return Object.freeze(principal);
 });
 
-const JSON_TEXT = Symbol('json');
+/**
+ * What a key's principal keeps of its JSON: the text, and the two answers most verifications send,
+ * each made on its first use. An answer written around the text anew for every request is a string
+ * the engine must join (copy) again each time before it is sent.
+ */
+type KeptText = { json: string; allowed: string | undefined; valid: string | undefined };
+const KEPT = Symbol('kept');
 /** A principal's text is kept up to this length (most are 150-300 characters; meta may take 2 KB). */
-const KEPT_TEXT_LENGTH = 1024;
+const KEPT_TEXT_LENGTH = 512;
+
+function keptOf(principal: Principal): KeptText | undefined {
+  return (principal as { [KEPT]?: KeptText })[KEPT];
+}
 
 /** JSON.stringify(principal): a key's principal keeps its text, any other is written anew. */
 export function principalJson(principal: Principal): string {
-  return (principal as { [JSON_TEXT]?: string })[JSON_TEXT] ?? JSON.stringify(principal);
+  return keptOf(principal)?.json ?? JSON.stringify(principal);
 }
+
+/** Forward-auth's allow body: JSON.stringify({ result: 'success', principal }). */
+export function allowedBody(principal: Principal): string {
+  const kept = keptOf(principal);
+  if (kept === undefined) return `{"result":"success","principal":${JSON.stringify(principal)}}`;
+  kept.allowed ??= `{"result":"success","principal":${kept.json}}`;
+  return kept.allowed;
+}
+
+/** Verify's VALID answer: JSON.stringify({ result: 'success', valid: true, code: 'VALID', principal }). */
+export function validBody(principal: Principal): string {
+  const kept = keptOf(principal);
+  if (kept === undefined) return `${VALID_BODY_START}${JSON.stringify(principal)}}`;
+  kept.valid ??= `${VALID_BODY_START}${kept.json}}`;
+  return kept.valid;
+}
+const VALID_BODY_START = '{"result":"success","valid":true,"code":"VALID","principal":';
 
 export function tokenPrincipal(user: TokenUser): Principal {
   const principal: Principal = {

@@ -10,7 +10,7 @@ import { CREDITS_BOUNDS } from '../limits/credits';
 import { type Address, parseAddress } from '../network/address';
 import { type PermissionQuery, PermissionQueryError, parsePermissionQuery } from '../permissions/query';
 import { VerifyBody, verificationModels } from './model';
-import { type OnVerdict, principalJson, type Verdict, type Verifier } from './verdict';
+import { type OnVerdict, principalJson, type Verdict, type Verifier, validBody } from './verdict';
 
 type Requirements = { minLevel: number; permissions: readonly PermissionQuery[] | undefined };
 type Credential =
@@ -60,13 +60,14 @@ function verified(
 
 /**
  * The answer's JSON: for a verdict with a principal and nothing after it (most answers), written
- * around the principal's kept text (`principalJson`), the same bytes JSON.stringify(answerOf(verdict))
- * gives.
+ * around the principal's kept text (`principalJson`; a VALID one kept whole, `validBody`), the same
+ * bytes JSON.stringify(answerOf(verdict)) gives.
  */
 function answerText(verdict: Verdict): string {
   if (!('principal' in verdict) || 'ratelimit' in verdict || 'credits' in verdict) {
     return JSON.stringify(answerOf(verdict));
   }
+  if (verdict.code === 'VALID') return validBody(verdict.principal);
   return `{"result":"success","valid":${verdict.valid},"code":"${verdict.code}","principal":${principalJson(verdict.principal)}}`;
 }
 
