@@ -85,11 +85,13 @@ export function createKeyCache({
      */
     find(id: string, now = clock()): ApiKeyRow | undefined | Promise<ApiKeyRow | undefined> {
       const entry = known.get(id) ?? unknown.get(id);
+      let expired: ApiKeyRow | undefined;
       if (entry !== undefined) {
         if (now - entry.storedAt < ttlMs) {
           onLookup?.(true);
           return entry.row;
         }
+        expired = entry.row;
         known.delete(id);
         unknown.delete(id);
       }
@@ -99,14 +101,18 @@ export function createKeyCache({
       const found = store.findKey(id);
       // A synchronous read (SQLite) is answered and kept at once: nothing can evict its id meanwhile.
       if (!(found instanceof Promise)) {
-        remember(id, found);
-        return found;
+        const row = unchangedOr(expired, found);
+        remember(id, row);
+        return row;
       }
       const read: Read = { stale: false, promise: Promise.resolve(undefined) };
       read.promise = found.then(
-        (row) => {
+        (fresh) => {
           if (reads.get(id) === read) reads.delete(id);
-          if (!read.stale) remember(id, row);
+          // Evicted meanwhile: the key changed, so nothing of the expired row is kept.
+          if (read.stale) return fresh;
+          const row = unchangedOr(expired, fresh);
+          remember(id, row);
           return row;
         },
         (error: unknown) => {
@@ -123,4 +129,29 @@ export function createKeyCache({
     /** How many rows and unknown ids are held now. */
     size: () => ({ keys: known.size, unknown: unknown.size }),
   };
+}
+
+/**
+ * The expired row itself when the store's new read says the same of the key (its last use aside,
+ * taken from the read), else the read: a refresh of an unchanged key keeps what was made from its row
+ * (the principal and its answers, parsed settings, this interval's usage entry) instead of making it
+ * all again, and its garbage, every KEY_CACHE_SECONDS. No value made from a row reads `lastUsedAt`.
+ */
+function unchangedOr(expired: ApiKeyRow | undefined, read: ApiKeyRow | undefined): ApiKeyRow | undefined {
+  if (expired === undefined || read === undefined || !sameKey(expired, read)) return read;
+  expired.lastUsedAt = read.lastUsedAt;
+  return expired;
+}
+
+/** Every field alike but `lastUsedAt`: the same values, the secret hash's same bytes. */
+function sameKey(a: ApiKeyRow, b: ApiKeyRow): boolean {
+  const fields = Object.keys(b) as (keyof ApiKeyRow)[];
+  if (fields.length !== Object.keys(a).length) return false;
+  for (const field of fields) {
+    if (field === 'lastUsedAt' || a[field] === b[field]) continue;
+    if (field === 'secretHash' && Buffer.compare(a.secretHash, b.secretHash) === 0) continue;
+    // Anything else differs, or is an object (credits): the new read is kept.
+    return false;
+  }
+  return true;
 }

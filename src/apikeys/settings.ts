@@ -66,7 +66,8 @@ export function storedList(list: readonly string[] | null | undefined): string |
 /**
  * `make`, kept per row: a cached row keeps what is parsed or built from it, so a key costs one
  * JSON.parse (or one principal) per cache fill, not per verification. The rows are never changed once
- * read (an update reads a new one).
+ * read (an update reads a new one), but for `lastUsedAt`, which a refresh of an unchanged key brings up
+ * to date (key-cache.ts) and nothing made here reads.
  */
 export function perRow<T>(make: (row: ApiKeyRow) => T): (row: ApiKeyRow) => T {
   const made = new WeakMap<ApiKeyRow, T>();

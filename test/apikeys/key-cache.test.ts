@@ -176,4 +176,60 @@ describe('key cache', () => {
     store.findKey = findKey;
     expect((await cache.find('kg_a'))?.id).toBe('kg_a');
   });
+
+  for (const sync of [true, false]) {
+    const store = sync ? 'a synchronous store (SQLite)' : 'a store that answers later (PostgreSQL)';
+
+    it(`keeps the expired row itself when a refresh finds the key unchanged, its last use from the read: ${store}`, async () => {
+      const { store, time, cache } = setup();
+      store.state.sync = sync;
+      store.table.set('kg_a', { ...row('kg_a'), lastUsedAt: 1_000 });
+      const first = await cache.find('kg_a');
+      // The new read is another object, its hash other bytes alike, and a later last use.
+      store.table.set('kg_a', { ...row('kg_a'), secretHash: new Uint8Array(32), lastUsedAt: 5_000 });
+      time.now += 10_000;
+      const refreshed = await cache.find('kg_a');
+      expect(store.state.reads).toBe(2);
+      expect(refreshed).toBe(first as ApiKeyRow);
+      expect(refreshed?.lastUsedAt).toBe(5_000);
+    });
+
+    it(`takes the new read when a refresh finds anything else changed: ${store}`, async () => {
+      const changes: Partial<ApiKeyRow>[] = [
+        { level: 2 },
+        { name: 'renamed' },
+        { enabled: false },
+        { meta: '{"plan":"pro"}' },
+        { secretHash: new Uint8Array(32).fill(1) },
+        { credits: { remaining: 5, refillAmount: null, refillIntervalMs: null, refilledAt: 0 } },
+      ];
+      for (const change of changes) {
+        const { store, time, cache } = setup();
+        store.state.sync = sync;
+        const first = await cache.find('kg_a');
+        const changed = { ...row('kg_a'), ...change };
+        store.table.set('kg_a', changed);
+        time.now += 10_000;
+        const refreshed = await cache.find('kg_a');
+        expect(refreshed).not.toBe(first as ApiKeyRow);
+        expect(refreshed).toBe(changed);
+        // And it is what the cache holds from then on.
+        expect(await cache.find('kg_a')).toBe(changed);
+      }
+    });
+  }
+
+  it('takes the new read, unchanged or not, when the id was evicted while it was in flight', async () => {
+    const { store, time, cache } = setup();
+    const first = await cache.find('kg_a');
+    store.table.set('kg_a', { ...row('kg_a') });
+    time.now += 10_000;
+    store.state.hold = true;
+    const pending = cache.find('kg_a');
+    store.announce(['kg_a']);
+    store.releaseReads();
+    const fresh = await pending;
+    expect(fresh).not.toBe(first as ApiKeyRow);
+    expect(fresh).toBe(store.table.get('kg_a') as ApiKeyRow);
+  });
 });
