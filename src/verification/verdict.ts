@@ -300,20 +300,21 @@ export function principalJson(principal: Principal): string {
 
 /** Forward-auth's allow body: JSON.stringify({ result: 'success', principal }). */
 export function allowedBody(principal: Principal): string {
-  const kept = keptOf(principal);
-  if (kept === undefined) return `{"result":"success","principal":${JSON.stringify(principal)}}`;
-  kept.allowed ??= `{"result":"success","principal":${kept.json}}`;
-  return kept.allowed;
+  return answerAround(principal, '{"result":"success","principal":', 'allowed');
 }
 
 /** Verify's VALID answer: JSON.stringify({ result: 'success', valid: true, code: 'VALID', principal }). */
 export function validBody(principal: Principal): string {
-  const kept = keptOf(principal);
-  if (kept === undefined) return `${VALID_BODY_START}${JSON.stringify(principal)}}`;
-  kept.valid ??= `${VALID_BODY_START}${kept.json}}`;
-  return kept.valid;
+  return answerAround(principal, '{"result":"success","valid":true,"code":"VALID","principal":', 'valid');
 }
-const VALID_BODY_START = '{"result":"success","valid":true,"code":"VALID","principal":';
+
+/** `start`, the principal's JSON and `}`: kept in `slot` once made, when the principal keeps its text. */
+function answerAround(principal: Principal, start: string, slot: 'allowed' | 'valid'): string {
+  const kept = keptOf(principal);
+  if (kept === undefined) return `${start}${JSON.stringify(principal)}}`;
+  kept[slot] ??= `${start}${kept.json}}`;
+  return kept[slot];
+}
 
 export function tokenPrincipal(user: TokenUser): Principal {
   const principal: Principal = {
