@@ -2,6 +2,7 @@
 // well-formed body always gets 200 with a code (it tells the holder only what using it would).
 import { Elysia } from 'elysia';
 import { ErrorResponse } from '../apikeys/model';
+import { isoFormatter } from '../core/clock';
 import { isLevel, LEVEL_RULE } from '../core/levels';
 import { readJsonBody } from '../http/body';
 import { HttpError } from '../http/errors';
@@ -59,45 +60,37 @@ function verified(
 }
 
 /**
- * The answer's JSON: for a verdict with a principal and nothing after it (most answers), written
- * around the principal's kept text (`principalJson`; a VALID one kept whole, `validBody`), the same
- * bytes JSON.stringify(answerOf(verdict)) gives.
+ * The answer's JSON, written field by field in the order the interface shows (the same bytes
+ * JSON.stringify gives an object of them, absent parts left out): around the principal's kept text
+ * (`principalJson`), and a VALID answer without limits kept whole (`validBody`).
  */
 function answerText(verdict: Verdict): string {
-  if (!('principal' in verdict) || 'ratelimit' in verdict || 'credits' in verdict) {
-    return JSON.stringify(answerOf(verdict));
-  }
-  if (verdict.code === 'VALID') return validBody(verdict.principal);
-  return `{"result":"success","valid":${verdict.valid},"code":"${verdict.code}","principal":${principalJson(verdict.principal)}}`;
+  const start = `{"result":"success","valid":${verdict.valid},"code":"${verdict.code}"`;
+  if (!('principal' in verdict)) return `${start}}`;
+  const limits = limitsText(verdict);
+  if (limits === '' && verdict.code === 'VALID') return validBody(verdict.principal);
+  return `${start},"principal":${principalJson(verdict.principal)}${limits}}`;
 }
 
-/**
- * The verify answer's body: one object literal in the order the interface shows, whatever the
- * verdict (JSON leaves the absent parts, undefined, out), so every answer has the same shape.
- */
-function answerOf(verdict: Verdict) {
-  const { valid, code } = verdict;
-  const principal = 'principal' in verdict ? verdict.principal : undefined;
+/** Answers in a row mostly share a reset (the latest admission's millisecond + the duration). */
+const isoResetOf = isoFormatter();
+
+/** What follows the principal: `ratelimit`, `credits`, then `retryAfter` (whole numbers, known scopes), each when present. */
+function limitsText(verdict: Verdict): string {
+  let text = '';
   const limit = 'ratelimit' in verdict ? verdict.ratelimit : undefined;
-  return {
-    result: 'success',
-    valid,
-    code,
-    principal,
-    ratelimit:
-      limit === undefined
-        ? undefined
-        : {
-            limit: limit.limit,
-            duration: limit.duration,
-            remaining: limit.remaining,
-            reset: new Date(limit.reset).toISOString(),
-            scope: limit.scope,
-          },
-    credits: 'credits' in verdict ? verdict.credits : undefined,
-    // RATE_LIMITED always; USAGE_EXCEEDED when a refill will come.
-    retryAfter: 'retryAfter' in verdict ? verdict.retryAfter : undefined,
-  };
+  if (limit !== undefined) {
+    const reset = isoResetOf(limit.reset);
+    text += `,"ratelimit":{"limit":${limit.limit},"duration":${limit.duration},"remaining":${limit.remaining},"reset":"${reset}","scope":"${limit.scope}"}`;
+  }
+  const credits = 'credits' in verdict ? verdict.credits : undefined;
+  if (credits !== undefined) {
+    text += `,"credits":{"remaining":${credits.remaining},"scope":"${credits.scope}"}`;
+  }
+  // RATE_LIMITED always; USAGE_EXCEEDED when a refill will come.
+  const retryAfter = 'retryAfter' in verdict ? verdict.retryAfter : undefined;
+  if (retryAfter !== undefined) text += `,"retryAfter":${retryAfter}`;
+  return text;
 }
 
 /** The route as Elysia knows it, for the document: the body's schema and the answers' are named there. */

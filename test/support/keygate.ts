@@ -133,6 +133,9 @@ export async function testKeygate(
       expiresIn: number;
       permissions: string[];
       allowedIps: string[];
+      meta: Record<string, unknown>;
+      ratelimit: { limit: number; duration: number };
+      credits: { remaining: number; refill?: { amount: number; interval: number } };
     }> = {},
   ) {
     const response = await req('POST', '/apikeys/jwt', {

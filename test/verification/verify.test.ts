@@ -79,6 +79,35 @@ describe('POST /apikeys/verify answers 200 with a code', () => {
     expect(await sameBytes({}, 'VALID')).toEqual({ ...plain, meta: large });
   });
 
+  it("writes a limited key's answers, and those without a principal, as JSON.stringify writes them", async () => {
+    const limited = await k.createKey(42, {
+      meta: { plan: 'pro' },
+      ratelimit: { limit: 2, duration: 60 },
+      credits: { remaining: 2, refill: { amount: 1, interval: 60 } },
+    });
+    const unrefilled = await k.createKey(43, { credits: { remaining: 0 } });
+    const expiring = await k.createKey(44, { expiresIn: 60 });
+    const fields = (...after: string[]) => ['result', 'valid', 'code', 'principal', ...after];
+    const answers: [Record<string, unknown>, string, string[]][] = [
+      [{ ...limited }, 'VALID', fields('ratelimit', 'credits')],
+      [{ ...limited, cost: 5 }, 'USAGE_EXCEEDED', fields('credits', 'retryAfter')],
+      [{ ...limited }, 'VALID', fields('ratelimit', 'credits')],
+      [{ ...limited }, 'RATE_LIMITED', fields('ratelimit', 'retryAfter')],
+      [{ ...unrefilled }, 'USAGE_EXCEEDED', fields('credits')],
+      [{ token: 'not-a-jwt' }, 'INVALID_TOKEN', ['result', 'valid', 'code']],
+    ];
+    for (const [body, code, keys] of answers) {
+      const { key, secret, token, cost } = body;
+      const response = await verify(token === undefined ? { key, secret, cost } : { token });
+      expect(response.json.code).toBe(code);
+      expect(Object.keys(response.json)).toEqual(keys);
+      expect(response.text).toBe(JSON.stringify(response.json));
+    }
+    k.time.now += 60_000;
+    const expired = await verify({ key: expiring.key, secret: expiring.secret });
+    expect(expired.text).toBe('{"result":"success","valid":false,"code":"EXPIRED"}');
+  });
+
   it('VALID with the token principal, exp as ISO ms', async () => {
     const token = await k.token(9, { level: 4, ttlSeconds: 90 });
     const response = await verify({ token });
