@@ -1,5 +1,7 @@
 // JSON-line logger. Lines are buffered and written once per event-loop turn so that logging every
 // request does not cost a write call each. Callers pass fields, never secrets, tokens or headers.
+import { isoFormatter } from './clock';
+
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -57,16 +59,8 @@ export function createLogger(level: LogLevel, write: (chunk: string) => void = s
 }
 
 // Under load many lines share a millisecond: the timestamp is formatted once per millisecond.
-let formattedAt = Number.NaN;
-let formatted = '';
-function isoTime(): string {
-  const now = Date.now();
-  if (now !== formattedAt) {
-    formattedAt = now;
-    formatted = new Date(now).toISOString();
-  }
-  return formatted;
-}
+const isoTimeOf = isoFormatter();
+const isoTime = () => isoTimeOf(Date.now());
 
 function stdoutWrite(chunk: string): void {
   process.stdout.write(chunk);
