@@ -115,15 +115,20 @@ function limitedBy(
     const checked = counted.length === 0 ? undefined : settling(limits, counted, false);
     return andThen(checked, (decision) => rateLimited(decision, counted) ?? short);
   }
+  if (!paying) {
+    // Limits only (`counted` is not empty): no closure on the hot path (an in-memory limiter answers at once).
+    const decision = settling(limits, counted, true);
+    return decision instanceof Promise
+      ? decision.then((settled) => limitedOnly(settled, counted))
+      : limitedOnly(decision, counted);
+  }
   // A paying verification's admission is pending from the moment the limiter answers (not a
   // microtask later, when a refusal of the same batch may already be looking for it) until its take
   // has settled and any refund is done.
   let settle: (() => void) | undefined;
-  const held = paying
-    ? () => {
-        settle = limits.pending.hold(counted);
-      }
-    : undefined;
+  const held = () => {
+    settle = limits.pending.hold(counted);
+  };
   return andThen(
     counted.length === 0 ? undefined : settling(limits, counted, true, held),
     (decision): SyncOrAsync<LimitsOutcome> => {
@@ -132,7 +137,6 @@ function limitedBy(
       const ratelimit = decision && reportOf(decision, counted);
       const allowed: LimitsOutcome & { allowed: true } =
         ratelimit === undefined ? { allowed: true } : { allowed: true, ratelimit };
-      if (!paying) return allowed;
       const pools: CreditPools = {};
       if (row.credits != null) pools.key = lineage;
       if (userPool) pools.user = row.userId;
@@ -180,16 +184,33 @@ function settling(
   round = 0,
 ): SyncOrAsync<RateLimitVerdict> {
   const asked = take ? limits.limiter.consume(counted) : limits.limiter.check(counted);
-  return andThen(asked, (decision) => {
-    if (decision.allowed) {
-      if (decision.ticket !== undefined) held?.();
-      return decision;
-    }
-    const pending = round < SETTLE_ROUNDS ? limits.pending.settled(counted) : undefined;
-    return pending === undefined
-      ? decision
-      : pending.then(() => settling(limits, counted, take, held, round + 1));
-  });
+  // No closure when the limiter answers at once (in memory).
+  return asked instanceof Promise
+    ? asked.then((decision) => decided(decision, limits, counted, take, held, round))
+    : decided(asked, limits, counted, take, held, round);
+}
+
+function decided(
+  decision: RateLimitVerdict,
+  limits: UsageLimits,
+  counted: readonly CountedLimit[],
+  take: boolean,
+  held: (() => void) | undefined,
+  round: number,
+): SyncOrAsync<RateLimitVerdict> {
+  if (decision.allowed) {
+    if (decision.ticket !== undefined) held?.();
+    return decision;
+  }
+  const pending = round < SETTLE_ROUNDS ? limits.pending.settled(counted) : undefined;
+  return pending === undefined
+    ? decision
+    : pending.then(() => settling(limits, counted, take, held, round + 1));
+}
+
+/** A verification under limits and no credits: RATE_LIMITED, or allowed with the limit reported. */
+function limitedOnly(decision: RateLimitVerdict, counted: readonly CountedLimit[]): LimitsOutcome {
+  return rateLimited(decision, counted) ?? { allowed: true, ratelimit: reportOf(decision, counted) };
 }
 
 /** The RATE_LIMITED answer of a refused decision; undefined when it passed (or there was none). */
