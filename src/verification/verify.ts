@@ -65,12 +65,15 @@ function verified(
  * (`principalJson`), and a VALID answer without limits kept whole (`validBody`).
  */
 function answerText(verdict: Verdict): string {
-  const start = `{"result":"success","valid":${verdict.valid},"code":"${verdict.code}"`;
-  if (!('principal' in verdict)) return `${start}}`;
+  if (!('principal' in verdict)) return `${answerStart(verdict)}}`;
   const limits = limitsText(verdict);
+  // Most answers: nothing to write, the kept text is sent.
   if (limits === '' && verdict.code === 'VALID') return validBody(verdict.principal);
-  return `${start},"principal":${principalJson(verdict.principal)}${limits}}`;
+  return `${answerStart(verdict)},"principal":${principalJson(verdict.principal)}${limits}}`;
 }
+
+const answerStart = (verdict: Verdict) =>
+  `{"result":"success","valid":${verdict.valid},"code":"${verdict.code}"`;
 
 /** Answers in a row mostly share a reset (the latest admission's millisecond + the duration). */
 const isoResetOf = isoFormatter();
