@@ -1,6 +1,7 @@
 // A key's settings beyond name, level and expiry: free-form metadata, enabled, its own rate limit,
 // its credits, what it may do (permissions) and where from (allowedIps); how they are stored and how
 // key info shows them. No HTTP, no SQL.
+import { objectSlot } from '../core/object-slots';
 import { effectiveCredits } from '../limits/credits';
 import { type AddressList, addressList } from '../network/blocks';
 import { type HeldPermissions, heldPermissions } from '../permissions/held';
@@ -67,10 +68,10 @@ export function storedList(list: readonly string[] | null | undefined): string |
  * `make`, kept per row: a cached row keeps what is parsed or built from it, so a key costs one
  * JSON.parse (or one principal) per cache fill, not per verification. The rows are never changed once
  * read (an update reads a new one), but for `lastUsedAt`, which a refresh of an unchanged key brings up
- * to date (key-cache.ts) and nothing made here reads.
+ * to date (key-cache.ts) and nothing made here reads. Kept on the row itself (core/object-slots.ts).
  */
 export function perRow<T>(make: (row: ApiKeyRow) => T): (row: ApiKeyRow) => T {
-  const made = new WeakMap<ApiKeyRow, T>();
+  const made = objectSlot<ApiKeyRow, T>();
   return (row) => {
     let value = made.get(row);
     if (value === undefined) {

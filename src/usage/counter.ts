@@ -9,6 +9,7 @@
 // counted per hour for the operator's overview: one Map increment, written with the flush's first
 // slice.
 import type { Clock } from '../core/clock';
+import { objectSlot } from '../core/object-slots';
 
 /**
  * What one attempt on a key came to. `valid`, `rateLimited`, `usageExceeded` and `denied` are counted
@@ -73,10 +74,16 @@ export const MAX_KEYS_IN_MEMORY = 100_000;
 
 type Bucket = Omit<UsageRow, 'keyId'>;
 /** A key's counts since the flush: its latest hour's in the entry itself, other hours in `earlier`. */
-type Entry = Bucket & { keyId: string; lastUsedAt: number | undefined; earlier: Bucket[] | undefined };
+type Entry = Bucket & {
+  keyId: string;
+  lastUsedAt: number | undefined;
+  earlier: Bucket[] | undefined;
+  /** The interval it counts for (`intervals`): an entry kept on a row from an earlier one is not used. */
+  interval: number;
+};
 
 const NO_HOUR = -1;
-const newEntry = (keyId: string): Entry => ({
+const newEntry = (keyId: string, interval: number): Entry => ({
   keyId,
   lastUsedAt: undefined,
   bucket: NO_HOUR,
@@ -85,7 +92,17 @@ const newEntry = (keyId: string): Entry => ({
   usageExceeded: 0,
   denied: 0,
   earlier: undefined,
+  interval,
 });
+
+/**
+ * A verification's entry, kept on the key's row (the same object for as long as the key cache holds
+ * it): reached without hashing the id's text, which a verification does not otherwise touch, nor the
+ * row in a WeakMap, which costs every collection a walk of its entries (core/object-slots.ts).
+ */
+const entryOnRow = objectSlot<KeyRow, Entry>();
+/** Numbers every counter's intervals apart, so an entry is used only by its counter in its interval. */
+let intervals = 0;
 const counted = (bucket: Bucket) =>
   bucket.valid + bucket.rateLimited + bucket.usageExceeded + bucket.denied > 0;
 const copyOf = ({ bucket, valid, rateLimited, usageExceeded, denied }: Bucket): Bucket => ({
@@ -116,12 +133,8 @@ export function createUsageCounter({
   onFull?: () => void;
 }) {
   let entries = new Map<string, Entry>();
-  /**
-   * This interval's entries by the row object they were counted with (`recordRow`): a WeakMap hashes
-   * the object's identity, where `entries` hashes and compares the id's text, which a verification
-   * does not otherwise touch (bench/HISTORY.md). Made anew with `entries`.
-   */
-  let byRow = new WeakMap<KeyRow, Entry>();
+  /** This interval's number: `entries` and those kept on rows (`recordRow`) count for it. */
+  let interval = ++intervals;
   /** Taken by a flush and not committed yet: still the process's own, for reads. */
   let inFlight: Map<string, Entry> | undefined;
   /** The flush's keys not handed out in a slice yet, and the slice last handed out. */
@@ -137,7 +150,7 @@ export function createUsageCounter({
   let codesInFlight: Map<number, Map<string, number>> | undefined;
   let codesInSlice = false;
   /** Where an unknown id's attempt is counted: never taken, written or read. */
-  const nowhere: Entry = newEntry('');
+  const nowhere: Entry = newEntry('', 0);
 
   function entryOf(keyId: string): Entry | undefined {
     let entry = entries.get(keyId);
@@ -150,7 +163,7 @@ export function createUsageCounter({
         }
         return undefined;
       }
-      entry = newEntry(keyId);
+      entry = newEntry(keyId, interval);
       entries.set(keyId, entry);
     }
     return entry;
@@ -194,7 +207,7 @@ export function createUsageCounter({
     if (inFlight !== undefined) throw new Error('a usage flush is already in flight');
     inFlight = entries;
     entries = new Map();
-    byRow = new WeakMap();
+    interval = ++intervals;
     toldFull = false;
     handing = inFlight.values();
     slice = [];
@@ -277,11 +290,11 @@ export function createUsageCounter({
     },
 
     recordRow(row: KeyRow, outcome: UsageOutcome, at: number): void {
-      let entry = byRow.get(row);
-      if (entry === undefined) {
+      let entry = entryOnRow.get(row);
+      if (entry === undefined || entry.interval !== interval) {
         entry = entryOf(row.id);
         if (entry === undefined) return;
-        byRow.set(row, entry);
+        entryOnRow.set(row, entry);
       }
       count(entry, outcome, at);
     },

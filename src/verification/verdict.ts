@@ -230,7 +230,7 @@ function keyJudged(row: ApiKeyRow, principal: Principal, check: KeyCheck): Verdi
   if (row.allowedIps != null && allowedAddressesOf(row)?.contains(check.clientAddress?.()) !== true) {
     return { valid: false, code: 'IP_NOT_ALLOWED', principal };
   }
-  // What the key holds is looked up (a WeakMap's get) only when permissions are asked.
+  // What the key holds is looked up (a slot on its row) only when permissions are asked.
   return judged(principal, check.permissions === undefined ? NOTHING_ASKED : heldPermissionsOf(row), check);
 }
 

@@ -144,6 +144,17 @@ describe('usage counter', () => {
     expect(usage.takeDropped()).toBe(1);
   });
 
+  it('two counters counting the same row object keep their own counts', () => {
+    const first = counter();
+    const second = counter();
+    const row = { id: 'a' };
+    first.usage.recordRow(row, 'valid', first.time.now);
+    second.usage.recordRow(row, 'denied', second.time.now);
+    first.usage.recordRow(row, 'valid', first.time.now);
+    expect(first.usage.take().rows).toEqual([{ keyId: 'a', bucket: HOUR_10, ...zero, valid: 2 }]);
+    expect(second.usage.take().rows).toEqual([{ keyId: 'a', bucket: HOUR_10, ...zero, denied: 1 }]);
+  });
+
   it('counts verification answers by UTC hour and code, any credential’s; they go with the first slice', () => {
     const { usage, time } = counter();
     usage.recordVerification('VALID');
