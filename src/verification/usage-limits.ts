@@ -7,7 +7,7 @@
 // refusal for credits gives its admission back, and until it has, the admission is pending, so a
 // verification refused by the limiter meanwhile waits for it and is decided again. A key with none
 // of these makes no call at all (and so no database round trip).
-import { lineageOf, rateLimitOf } from '../apikeys/settings';
+import { lineageOf, perRow, rateLimitOf } from '../apikeys/settings';
 import type { ApiKeyRow } from '../apikeys/store';
 import type { StoredPolicy } from '../apikeys/user-policy';
 import type { Clock } from '../core/clock';
@@ -23,6 +23,7 @@ import {
 import type { PendingAdmissions } from '../limits/pending-admissions';
 import {
   type CountedLimit,
+  counterOf,
   limitsOfKey,
   type RateLimiter,
   type RateLimitRule,
@@ -65,6 +66,17 @@ export type UsageLimits = {
   clock: Clock;
 };
 
+/**
+ * A key's own rate limit on its counter (`key:<lineage>`), alone in a list, or an empty list: made
+ * once per row, so a limited key's verification builds neither the counter's name nor the list.
+ */
+const ownLimitsOf = perRow((row): readonly CountedLimit[] => {
+  const own = rateLimitOf(row);
+  if (own === undefined) return NO_LIMITS;
+  return Object.freeze([Object.freeze({ ...own, counter: counterOf('key', lineageOf(row)) })]);
+});
+const NO_LIMITS: readonly CountedLimit[] = Object.freeze([]);
+
 /** How many times a verification refused while admissions were pending waits for them and asks again. */
 const SETTLE_ROUNDS = 8;
 
@@ -92,21 +104,25 @@ function limitedBy(
   cost: number,
   policy: StoredPolicy | undefined,
 ): SyncOrAsync<LimitsOutcome> {
-  const own = rateLimitOf(row);
+  const ownLimits = ownLimitsOf(row);
   const user = policy?.ratelimit ?? undefined;
+  const operator = limits.operatorRule;
   const userPool = policy?.credits != null;
   if (
-    own === undefined &&
+    ownLimits.length === 0 &&
     user === undefined &&
-    limits.operatorRule === undefined &&
+    operator === undefined &&
     row.credits == null &&
     !userPool
   ) {
     return ALLOWED;
   }
   const lineage = lineageOf(row);
-  // Built anew each time: a WeakMap keeping them per cached row cost more to look up (and to collect).
-  const counted = limitsOfKey({ lineage, own, userId: row.userId, user, operator: limits.operatorRule });
+  // A key under its own limit only (the common case) is counted on the limits kept with its row.
+  const counted =
+    user === undefined && operator === undefined
+      ? ownLimits
+      : limitsOfKey({ lineage, own: ownLimits[0], userId: row.userId, user, operator });
   const paying = row.credits != null || userPool;
   const short = paying ? visiblyShort(limits, row.credits, policy?.credits, cost) : undefined;
   if (short !== undefined) {
