@@ -44,6 +44,7 @@ export function createLogger(level: LogLevel, write: (chunk: string) => void = s
       append(`${JSON.stringify({ time: isoTime(), level: lineLevel, msg, ...fields })}\n`);
     };
   const infoEnabled = LOG_LEVELS.indexOf('info') >= threshold;
+  const msgJson = jsonStringOf();
   return {
     debug: at('debug'),
     info: at('info'),
@@ -52,9 +53,25 @@ export function createLogger(level: LogLevel, write: (chunk: string) => void = s
     infoJson(msg: string, members: string): void {
       if (!infoEnabled) return;
       // The same bytes as JSON.stringify({ time, level, msg, ...fields }): the time is an ISO string.
-      append(`{"time":"${isoTime()}","level":"info","msg":${JSON.stringify(msg)},${members}}\n`);
+      append(`{"time":"${isoTime()}","level":"info","msg":${msgJson(msg)},${members}}\n`);
     },
     flush,
+  };
+}
+
+/**
+ * JSON.stringify of a string, remembered for the last string given: what a request's line repeats
+ * request after request (its message, method and path) is written once, then compared.
+ */
+export function jsonStringOf(): (text: string) => string {
+  let last: string | undefined;
+  let json = '';
+  return (text) => {
+    if (text !== last) {
+      json = JSON.stringify(text);
+      last = text;
+    }
+    return json;
   };
 }
 

@@ -3,7 +3,7 @@
 // and, when metrics are on, one observation by route template. The verification routes, which
 // backends and proxies call for every request they guard, are answered here directly (DirectRoute);
 // every other request goes on to Elysia.
-import type { Logger } from '../core/log';
+import { jsonStringOf, type Logger } from '../core/log';
 import { andThen, type SyncOrAsync } from '../core/sync-or-async';
 import { BODY_TOO_LARGE, CLOSE, MAX_BODY_BYTES } from './body';
 import { errorResponse } from './errors';
@@ -73,6 +73,9 @@ export function withHttpEdge(
     bodyLimit = () => MAX_BODY_BYTES,
   }: EdgeOptions,
 ): (request: Request, server?: PeerSource) => SyncOrAsync<Response> {
+  // A line's method and path, as JSON: written anew only when they differ from the last line's.
+  const methodJson = jsonStringOf();
+  const pathJson = jsonStringOf();
   /** The request line and the observation; the edge's headers too unless the route sent them. */
   const finish = (
     request: Request,
@@ -101,7 +104,7 @@ export function withHttpEdge(
     const tokenRefusal = explainTokenRefusals ? context.tokenRefusal : undefined;
     logger.infoJson(
       'request',
-      `"requestId":"${id}","method":${JSON.stringify(method)},"path":${JSON.stringify(path)},` +
+      `"requestId":"${id}","method":${methodJson(method)},"path":${pathJson(path)},` +
         `"status":${status},"ms":${Math.round(ms * 100) / 100}` +
         (tokenRefusal === undefined ? '' : `,"tokenRefusal":${JSON.stringify(tokenRefusal)}`),
     );
