@@ -2,24 +2,17 @@
 // database of 10,000 plain keys), driven by wrk on CPU 1 for W s of warm-up, then measured for S s as
 // bench/run.ts measures a case: its requests per second, p99 and max latency, the CPU per request of
 // each of its threads (the main thread, the JIT's, the collector's: /proc/<pid>/task), and the
-// collector's work in the window from Bun's own log (BUN_JSC_logGC=1): young collections (their
-// count and mean pause) and every collection's whole cycle, the concurrent part included, which on
-// one shared core takes the main thread's time. The builds take turns, round after round; medians.
+// collector's work over the server's life (warm-up and window) from Bun's own log (BUN_JSC_logGC=1,
+// which reaches its file in chunks): young collections (their count and mean pause) and every
+// collection's whole cycle, the concurrent part included, which on one shared core takes the main
+// thread's time. The builds take turns, round after round; medians.
 // Run it under the load lock:
 //   flock /tmp/keygate-load.lock bun bench/fresh-windows.ts <verify|forward-auth> [--rounds 5]
 //     [--warmup 3] [--seconds 4] name=binary[,VAR=value...] ...
 // e.g. a change against the build before it, and 657c95d's:
 //   bun bench/fresh-windows.ts forward-auth before=/tmp/before/dist/keygate after=dist/keygate base=/tmp/kg-base
 import { randomBytes } from 'node:crypto';
-import {
-  copyFileSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -137,7 +130,6 @@ for (let round = 1; round <= rounds; round++) {
         await Bun.sleep(50);
       }
       wrkOnce(url, load[0], load[1], warmup);
-      const gcFrom = statSync(gcLog).size;
       const before = threadCpu(child.pid);
       const run = wrkOnce(url, load[0], load[1], seconds);
       const after = threadCpu(child.pid);
@@ -152,22 +144,22 @@ for (let round = 1; round <= rounds; round++) {
         byName.set(name, (byName.get(name) ?? 0) + us - (before.get(thread) ?? 0));
       }
       for (const [name, us] of byName) note(build.name, `CPU µs/req ${name}`, us / run.requests);
-      await Bun.sleep(100); // the log's last lines
-      const log = readFileSync(gcLog, 'utf8').slice(gcFrom);
-      const young = [...log.matchAll(/EdenCollection.*?p=([\d.]+)ms/g)].map((m) => Number(m[1]));
-      const cycles = [...log.matchAll(/cycle ([\d.]+)ms END/g)].map((m) => Number(m[1]));
-      note(build.name, 'young GCs', young.length);
-      note(build.name, 'young pause ms', young.reduce((a, b) => a + b, 0) / Math.max(1, young.length));
-      note(
-        build.name,
-        'GC cycles ms',
-        cycles.reduce((a, b) => a + b, 0),
-      );
-      note(build.name, 'longest cycle ms', Math.max(0, ...cycles));
     } finally {
       child.kill();
       await child.exited;
     }
+    // The log reaches its file in chunks, the last at exit: it is read whole, warm-up included.
+    const log = readFileSync(gcLog, 'utf8');
+    const young = [...log.matchAll(/EdenCollection.*?p=([\d.]+)ms/g)].map((m) => Number(m[1]));
+    const cycles = [...log.matchAll(/cycle ([\d.]+)ms END/g)].map((m) => Number(m[1]));
+    note(build.name, 'young GCs', young.length);
+    note(build.name, 'young pause ms', young.reduce((a, b) => a + b, 0) / Math.max(1, young.length));
+    note(
+      build.name,
+      'GC cycles ms',
+      cycles.reduce((a, b) => a + b, 0),
+    );
+    note(build.name, 'longest cycle ms', Math.max(0, ...cycles));
   }
 }
 rmSync(dir, { recursive: true, force: true });
