@@ -16,6 +16,7 @@ import {
   type RateLimitTicket,
   type RateLimitVerdict,
   verdictOf,
+  wholeSecondsUntil,
 } from './rate-limit';
 import {
   admit,
@@ -62,6 +63,7 @@ export class MemoryRateLimiter implements RateLimiter {
     const now = this.clock();
     this.sweepSome(now);
     const count = limits.length;
+    if (count === 1) return this.consumeOne(limits[0] as CountedLimit, now);
     const windows: WindowState[] = new Array(count);
     let allowed = true;
     for (let i = 0; i < count; i++) {
@@ -83,6 +85,22 @@ export class MemoryRateLimiter implements RateLimiter {
     const states: LimitState[] = new Array(count);
     for (let i = 0; i < count; i++) states[i] = stateOf(windows[i] as WindowState, now);
     return verdictOf(allowed, states, now, ticket);
+  }
+
+  /** `consume` of a single limit (most limited keys: their own), without the lists of several. */
+  private consumeOne(limit: CountedLimit, now: number): RateLimitVerdict {
+    const window = this.windowOf(limit, true);
+    const epoch = admit(window, now);
+    const state = stateOf(window, now);
+    const verdict: { -readonly [K in keyof RateLimitVerdict]: RateLimitVerdict[K] } = {
+      allowed: epoch !== undefined,
+      reported: state,
+      reportedIndex: 0,
+      retryAfterSeconds: wholeSecondsUntil(state.nextAdmission, now),
+      now,
+    };
+    if (epoch !== undefined) verdict.ticket = [{ counter: limit.counter, epoch }];
+    return verdict;
   }
 
   refund(limits: readonly CountedLimit[], ticket: RateLimitTicket): void {
