@@ -2,7 +2,7 @@
 // row (its principal, parsed settings, this interval's usage entry) is kept on the row, not in a
 // WeakMap keyed by it. A WeakMap holding every cached row is a table the collector walks in every
 // collection, the young ones too: with 10k keys in rotation it doubled their pauses and raised the
-// hot path's p99 by half (bench/HISTORY.md). A plain property is just another reference.
+// hot path's p99 by a third (bench/HISTORY.md). A plain property is just another reference.
 //
 // Every slot lives in one array behind one symbol, set once per object and not enumerable: spreads,
 // Object.keys, JSON and structuredClone leave it out, so a copy of a row starts without any (a copy
