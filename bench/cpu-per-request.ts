@@ -40,7 +40,7 @@ import { createJwtAuthority } from '../src/auth/jwt';
 import { systemClock } from '../src/core/clock';
 import { BENCH_PERMISSIONS, BENCH_PERMISSIONS_QUERY } from './cases';
 import { cpuUs } from './process-cpu';
-import { seedKeys } from './seed';
+import { seedKeys, verifyKeySpec } from './seed';
 import { type WrkRun, wrkAlongside, wrkOnce } from './wrk';
 
 const KINDS = ['verify', 'forward-auth', 'create', 'auth-failure'] as const;
@@ -82,40 +82,25 @@ const askedBodies: string[] = [];
 const basics: string[] = [];
 const wrongSecrets: string[] = [];
 seedKeys(template, [
-  {
-    count: 10_000,
-    userOf: (i) => (i % 1000) + 1,
-    level: 8,
-    expiresAt: Date.now() + 86_400_000,
-    name: 'bench verify',
+  verifyKeySpec({
     onKey(id, secret) {
       bodies.push(JSON.stringify({ key: id, secret }));
       basics.push(`Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`);
       const wrong = randomBytes(32).toString('base64url');
       wrongSecrets.push(`Basic ${Buffer.from(`${id}:${wrong}`).toString('base64')}`);
     },
-  },
-  {
-    count: 10_000,
-    userOf: (i) => (i % 1000) + 1,
-    level: 8,
-    expiresAt: Date.now() + 86_400_000,
-    name: 'bench verify',
+  }),
+  verifyKeySpec({
     ratelimit: { limit: 1_000_000, duration: 60 },
     onKey: (id, secret) => limitedBodies.push(JSON.stringify({ key: id, secret })),
-  },
-  {
-    count: 10_000,
-    userOf: (i) => (i % 1000) + 1,
-    level: 8,
-    expiresAt: Date.now() + 86_400_000,
-    name: 'bench verify',
+  }),
+  verifyKeySpec({
     permissions: BENCH_PERMISSIONS,
     onKey(id, secret) {
       heldBodies.push(JSON.stringify({ key: id, secret }));
       askedBodies.push(JSON.stringify({ key: id, secret, permissions: BENCH_PERMISSIONS_QUERY }));
     },
-  },
+  }),
 ]);
 // Creates are made by 1000 users with tokens of one secret that every server is given.
 const jwtSecret = randomBytes(40).toString('base64url');

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { median } from './figures';
-import { seedKeys } from './seed';
+import { seedKeys, verifyKeySpec } from './seed';
 import { wrkOnce } from './wrk';
 
 const { values, positionals } = parseArgs({
@@ -56,17 +56,12 @@ const template = join(dir, 'keys.db');
 const basics: string[] = [];
 const bodies: string[] = [];
 seedKeys(template, [
-  {
-    count: 10_000,
-    userOf: (i) => (i % 1000) + 1,
-    level: 8,
-    expiresAt: Date.now() + 86_400_000,
-    name: 'bench verify',
+  verifyKeySpec({
     onKey(id, secret) {
       basics.push(`Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`);
       bodies.push(JSON.stringify({ key: id, secret }));
     },
-  },
+  }),
 ]);
 const loadFile = join(dir, 'load.txt');
 writeFileSync(loadFile, `${(kind === 'verify' ? bodies : basics).join('\n')}\n`);

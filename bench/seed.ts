@@ -26,6 +26,21 @@ export type SeedSpec = {
   onKey?: (id: string, secret: string, i: number) => void;
 };
 
+/**
+ * The 10,000 keys the bench's tools verify: owned round-robin by 1,000 users, level 8, a day to live;
+ * `settings` add their own (a rate limit, permissions) and `onKey`.
+ */
+export function verifyKeySpec(settings: Partial<SeedSpec> = {}): SeedSpec {
+  return {
+    count: 10_000,
+    userOf: (i) => (i % 1000) + 1,
+    level: 8,
+    expiresAt: Date.now() + 86_400_000,
+    name: 'bench verify',
+    ...settings,
+  };
+}
+
 /** Creates (or opens) the database at `path`, migrates it, and inserts every spec's keys. */
 export function seedKeys(path: string, specs: SeedSpec[]): void {
   const db = openDatabase(path);
