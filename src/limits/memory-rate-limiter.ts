@@ -16,7 +16,6 @@ import {
   type RateLimitTicket,
   type RateLimitVerdict,
   verdictOf,
-  wholeSecondsUntil,
 } from './rate-limit';
 import {
   admit,
@@ -91,16 +90,8 @@ export class MemoryRateLimiter implements RateLimiter {
   private consumeOne(limit: CountedLimit, now: number): RateLimitVerdict {
     const window = this.windowOf(limit, true);
     const epoch = admit(window, now);
-    const state = stateOf(window, now);
-    const verdict: { -readonly [K in keyof RateLimitVerdict]: RateLimitVerdict[K] } = {
-      allowed: epoch !== undefined,
-      reported: state,
-      reportedIndex: 0,
-      retryAfterSeconds: wholeSecondsUntil(state.nextAdmission, now),
-      now,
-    };
-    if (epoch !== undefined) verdict.ticket = [{ counter: limit.counter, epoch }];
-    return verdict;
+    const ticket = epoch === undefined ? undefined : [{ counter: limit.counter, epoch }];
+    return verdictOf(epoch !== undefined, [stateOf(window, now)], now, ticket);
   }
 
   refund(limits: readonly CountedLimit[], ticket: RateLimitTicket): void {

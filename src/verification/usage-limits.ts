@@ -23,7 +23,6 @@ import {
 import type { PendingAdmissions } from '../limits/pending-admissions';
 import {
   type CountedLimit,
-  counterOf,
   limitsOfKey,
   type RateLimiter,
   type RateLimitRule,
@@ -73,7 +72,7 @@ export type UsageLimits = {
 const ownLimitsOf = perRow((row): readonly CountedLimit[] => {
   const own = rateLimitOf(row);
   if (own === undefined) return NO_LIMITS;
-  return Object.freeze([Object.freeze({ ...own, counter: counterOf('key', lineageOf(row)) })]);
+  return Object.freeze(limitsOfKey({ lineage: lineageOf(row), own, userId: row.userId }));
 });
 const NO_LIMITS: readonly CountedLimit[] = Object.freeze([]);
 
