@@ -3,11 +3,13 @@
 //
 // Memory: one window per counter admitted within its duration, each at most SUB_WINDOWS + 1
 // sub-windows (three numbers each). A window idle for its duration answers exactly as an absent one, so
-// it is dropped: every SWEEP_EVERY-th call sweeps SWEEP_EVERY × SWEEP_STEP windows (two a call, in one
-// pass: stepping the Map's iterator call by call cost a tenth of the limiter's time), and `sweep()`
-// (for a timer) drops all idle ones. The
-// Map therefore holds the counters used within their duration plus those gone idle since the sweep last
-// passed them.
+// it is dropped: each window added sweeps SWEEP_STEP others for idleness (SWEEP_EVERY additions'
+// worth at once, in one pass: stepping the Map's iterator call by call cost a tenth of the limiter's
+// time), and `sweep()` (for a timer) drops all idle ones. Over one pass through the Map, which takes
+// size / SWEEP_STEP additions, every window idle when the pass began is dropped, so the Map holds at
+// most about SWEEP_STEP / (SWEEP_STEP - 1) = twice the windows admitted to within their duration.
+// Verifications of counters already kept sweep nothing: a sweep reads windows nobody is asking for,
+// one cache miss each, which cost more than the verification's own counting.
 import type { Clock } from '../core/clock';
 import {
   type CountedLimit,
@@ -28,15 +30,15 @@ import {
   type WindowState,
 } from './sliding-window';
 
-/** Windows examined for idleness per call, so the Map shrinks without a timer too. */
+/** Windows examined for idleness per window added, so the Map's size stays bounded without a timer. */
 const SWEEP_STEP = 2;
-/** How many calls' sweeping is done at once. */
+/** How many additions' sweeping is done at once. */
 const SWEEP_EVERY = 32;
 
 export class MemoryRateLimiter implements RateLimiter {
   private readonly windows = new Map<string, WindowState>();
   private sweepCursor: MapIterator<[string, WindowState]> | undefined;
-  private callsSinceSweep = 0;
+  private addedSinceSweep = 0;
 
   constructor(private readonly clock: Clock) {}
 
@@ -47,8 +49,7 @@ export class MemoryRateLimiter implements RateLimiter {
 
   check(limits: readonly CountedLimit[]): RateLimitVerdict {
     const now = this.clock();
-    this.sweepSome(now);
-    const windows = limits.map((limit) => this.windowOf(limit, false));
+    const windows = limits.map((limit) => this.windowOf(limit, now, false));
     const allowed = windows.every((window) => used(window, now) < window.limit);
     return verdictOf(
       allowed,
@@ -60,13 +61,12 @@ export class MemoryRateLimiter implements RateLimiter {
   consume(limits: readonly CountedLimit[]): RateLimitVerdict {
     // Plain loops, each window's count read once: this runs on every verification of a limited key.
     const now = this.clock();
-    this.sweepSome(now);
     const count = limits.length;
     if (count === 1) return this.consumeOne(limits[0] as CountedLimit, now);
     const windows: WindowState[] = new Array(count);
     let allowed = true;
     for (let i = 0; i < count; i++) {
-      const window = this.windowOf(limits[i] as CountedLimit, true);
+      const window = this.windowOf(limits[i] as CountedLimit, now, true);
       windows[i] = window;
       if (used(window, now) >= window.limit) allowed = false;
     }
@@ -88,7 +88,7 @@ export class MemoryRateLimiter implements RateLimiter {
 
   /** `consume` of a single limit (most limited keys: their own), without the lists of several. */
   private consumeOne(limit: CountedLimit, now: number): RateLimitVerdict {
-    const window = this.windowOf(limit, true);
+    const window = this.windowOf(limit, now, true);
     const epoch = admit(window, now);
     const ticket = epoch === undefined ? undefined : [{ counter: limit.counter, epoch }];
     return verdictOf(epoch !== undefined, [stateOf(window, now)], now, ticket);
@@ -113,8 +113,8 @@ export class MemoryRateLimiter implements RateLimiter {
   }
 
   private sweepSome(now: number): void {
-    if (++this.callsSinceSweep < SWEEP_EVERY) return;
-    this.callsSinceSweep = 0;
+    if (++this.addedSinceSweep < SWEEP_EVERY) return;
+    this.addedSinceSweep = 0;
     let budget = SWEEP_EVERY * SWEEP_STEP;
     this.sweepCursor ??= this.windows.entries();
     // A Map iterator survives deletions, and a `break` leaves it where it was for the next sweep.
@@ -125,12 +125,18 @@ export class MemoryRateLimiter implements RateLimiter {
     this.sweepCursor = undefined;
   }
 
-  /** The counter's window; a fresh one when it has none or its rule changed (stored only when `keep`). */
-  private windowOf(limit: CountedLimit, keep: boolean): WindowState {
+  /**
+   * The counter's window; a fresh one when it has none or its rule changed, stored only when `keep`
+   * (and then sweeping for idle ones).
+   */
+  private windowOf(limit: CountedLimit, now: number, keep: boolean): WindowState {
     const existing = this.windows.get(limit.counter);
     if (existing !== undefined && sameRule(existing, limit)) return existing;
     const fresh = newWindow(limit.limit, limit.duration * 1000);
-    if (keep) this.windows.set(limit.counter, fresh);
+    if (keep) {
+      this.sweepSome(now);
+      this.windows.set(limit.counter, fresh);
+    }
     return fresh;
   }
 }

@@ -155,7 +155,7 @@ describe('which limits a key is under', () => {
 });
 
 describe('the limiter memory', () => {
-  it('drops counters idle for their duration as calls pass over them, and all of them on sweep()', () => {
+  it('drops idle counters as new ones are added, keeping at most about twice those in use, and all of them on sweep()', () => {
     const { time, limiter } = limiterAt();
     for (let i = 0; i < 100; i++) limiter.consume([{ counter: `k${i}`, limit: 5, duration: 1 }]);
     expect(limiter.size).toBe(100);
@@ -163,14 +163,26 @@ describe('the limiter memory', () => {
     limiter.check([{ counter: 'never-used', limit: 5, duration: 1 }]);
     expect(limiter.size).toBe(100);
     time.now += 1_000;
-    // Calls look at two counters each (64 every 32nd call): 96 calls on one busy counter pass over all
-    // 100 idle ones.
-    for (let i = 0; i < 96; i++) limiter.check([{ counter: 'k0', limit: 5, duration: 1 }]);
-    expect(limiter.size).toBe(0);
+    // Every counter is idle now; verifications of a counter already kept look at no other.
+    for (let i = 0; i < 96; i++) limiter.consume([{ counter: 'k0', limit: 5, duration: 1 }]);
+    expect(limiter.size).toBe(100);
+    // 50 new counters a second, each used once: each one added looks at two others (64 every 32nd),
+    // so the idle ones go and the Map holds at most about twice the 50 in use (and a batch).
+    const sizes: number[] = [];
+    for (let second = 0; second < 20; second++) {
+      time.now += 1_000;
+      for (let i = 0; i < 50; i++) limiter.consume([{ counter: `s${second}-${i}`, limit: 5, duration: 1 }]);
+      sizes.push(limiter.size);
+    }
+    expect(Math.max(...sizes.slice(2))).toBeLessThanOrEqual(2 * 50 + 64);
+    expect(limiter.check([{ counter: 'k1', limit: 5, duration: 1 }]).reported.remaining).toBe(5);
+    time.now += 1_000;
     for (let i = 0; i < 10; i++) limiter.consume([{ counter: `j${i}`, limit: 5, duration: 1 }]);
+    const kept = limiter.size;
     time.now += 999;
     limiter.sweep();
     expect(limiter.size).toBe(10);
+    expect(kept).toBeGreaterThan(10);
     time.now += 1;
     limiter.sweep();
     expect(limiter.size).toBe(0);
