@@ -68,6 +68,7 @@ export type UsageLimits = {
 /**
  * A key's own rate limit on its counter (`key:<lineage>`), alone in a list, or an empty list: made
  * once per row, so a limited key's verification builds neither the counter's name nor the list.
+ * Frozen: a kept list, on whose limit the in-memory limiter remembers its window.
  */
 const ownLimitsOf = perRow((row): readonly CountedLimit[] => {
   const own = rateLimitOf(row);
