@@ -1,12 +1,13 @@
 // What a server does in the bench's window: each build is started fresh on CPU 0 (a fresh copy of one
-// database of 10,000 plain keys), driven by wrk on CPU 1 for W s of warm-up, then measured for S s as
-// bench/run.ts measures a case: its requests per second, p99 and max latency, the CPU per request of
-// each of its threads (the main thread, the JIT's, the collector's: /proc/<pid>/task), and the
-// collector's work over the server's life (warm-up and window) from Bun's own log (BUN_JSC_logGC=1,
-// which reaches its file in chunks): young collections (their count and mean pause) and every
-// collection's whole cycle, the concurrent part included, which on one shared core takes the main
-// thread's time. The builds take turns, round after round; medians.
-// Run it under the load lock:
+// database of 10,000 plain keys and 10,000 limited ones), driven by wrk on CPU 1 for W s of warm-up,
+// then measured for S s as bench/run.ts measures a case: its requests per second, p99 and max
+// latency, the CPU per request of each of its threads (the main thread, the JIT's, the collector's:
+// /proc/<pid>/task), and the collector's work over the server's life (warm-up and window) from Bun's
+// own log (BUN_JSC_logGC=1, which reaches its file in chunks): young collections (their count and
+// mean pause) and every collection's whole cycle, the concurrent part included, which on one shared
+// core takes the main thread's time. The builds take turns, round after round; medians.
+// KEYS=limited (not passed on) drives a build with 10,000 other keys, each with a rate limit no load
+// reaches, as the bench's limited case. Run it under the load lock:
 //   flock /tmp/keygate-load.lock bun bench/fresh-windows.ts <verify|forward-auth> [--rounds 5]
 //     [--warmup 3] [--seconds 4] name=binary[,VAR=value...] ...
 // e.g. a change against the build before it, and 657c95d's:
@@ -39,22 +40,24 @@ const rounds = Number(values.rounds);
 const warmup = Number(values.warmup);
 const seconds = Number(values.seconds);
 
-type Build = { name: string; binary: string; env: Record<string, string> };
+type Build = { name: string; binary: string; keys: string; env: Record<string, string> };
 const builds: Build[] = specs.map((spec) => {
   const [named, ...vars] = spec.split(',');
   const at = (named as string).indexOf('=');
   if (at < 1) throw new Error(`${spec}: expected name=binary`);
-  return {
-    name: (named as string).slice(0, at),
-    binary: (named as string).slice(at + 1),
-    env: Object.fromEntries(vars.map((pair) => pair.split('=') as [string, string])),
-  };
+  const { KEYS: keys = 'plain', ...env } = Object.fromEntries(
+    vars.map((pair) => pair.split('=') as [string, string]),
+  );
+  if (keys !== 'plain' && keys !== 'limited') throw new Error(`${spec}: KEYS is plain or limited`);
+  return { name: (named as string).slice(0, at), binary: (named as string).slice(at + 1), keys, env };
 });
 
 const dir = mkdtempSync(join(tmpdir(), 'fresh-windows-'));
 const template = join(dir, 'keys.db');
 const basics: string[] = [];
 const bodies: string[] = [];
+const limitedBasics: string[] = [];
+const limitedBodies: string[] = [];
 seedKeys(template, [
   verifyKeySpec({
     onKey(id, secret) {
@@ -62,13 +65,31 @@ seedKeys(template, [
       bodies.push(JSON.stringify({ key: id, secret }));
     },
   }),
+  verifyKeySpec({
+    ratelimit: { limit: 1_000_000, duration: 60 },
+    onKey(id, secret) {
+      limitedBasics.push(`Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`);
+      limitedBodies.push(JSON.stringify({ key: id, secret }));
+    },
+  }),
 ]);
-const loadFile = join(dir, 'load.txt');
-writeFileSync(loadFile, `${(kind === 'verify' ? bodies : basics).join('\n')}\n`);
-const load: [string, string[]] =
-  kind === 'verify'
-    ? ['post-body.lua', ['/apikeys/verify', loadFile]]
-    : ['authorized-get.lua', ['/forward-auth', loadFile]];
+/** The load of each KEYS= setting: wrk's script and its arguments. */
+const loads = Object.fromEntries(
+  (
+    [
+      ['plain', bodies, basics],
+      ['limited', limitedBodies, limitedBasics],
+    ] as const
+  ).map(([keys, verifyBodies, authorizations]) => {
+    const file = join(dir, `${keys}.txt`);
+    writeFileSync(file, `${(kind === 'verify' ? verifyBodies : authorizations).join('\n')}\n`);
+    const load: [string, string[]] =
+      kind === 'verify'
+        ? ['post-body.lua', ['/apikeys/verify', file]]
+        : ['authorized-get.lua', ['/forward-auth', file]];
+    return [keys, load];
+  }),
+);
 
 /** CPU µs so far of each thread, by its name (numbers at the end of a name left out). */
 function threadCpu(pid: number): Map<string, number> {
@@ -124,9 +145,10 @@ for (let round = 1; round <= rounds; round++) {
         if (tries === 200) throw new Error(`${build.name} did not start`);
         await Bun.sleep(50);
       }
-      wrkOnce(url, load[0], load[1], warmup);
+      const [script, args] = loads[build.keys] as [string, string[]];
+      wrkOnce(url, script, args, warmup);
       const before = threadCpu(child.pid);
-      const run = wrkOnce(url, load[0], load[1], seconds);
+      const run = wrkOnce(url, script, args, seconds);
       const after = threadCpu(child.pid);
       const latency = JSON.parse(run.line.slice(run.line.indexOf('{')));
       if (run.non2xx > 0) throw new Error(`${build.name}: ${run.non2xx} answers were not 2xx`);
