@@ -62,21 +62,18 @@ function verified(
 /**
  * The answer's JSON, written field by field in the order the interface shows (the same bytes
  * JSON.stringify gives an object of them, absent parts left out): around the principal's kept text
- * (`principalJson`), and a VALID answer without limits kept whole (`validBody`). The parts are joined,
- * not concatenated: a concatenation is a rope that the Response must flatten, which cost a limited
- * key's answer more than writing it (bench/HISTORY.md).
+ * (`principalJson`), and a VALID answer without limits kept whole (`validBody`).
  */
 function answerText(verdict: Verdict): string {
   if (!('principal' in verdict)) return `${answerStart(verdict)}}`;
   const limits = limitsText(verdict);
   // Most answers: nothing to write, the kept text is sent.
   if (limits === '' && verdict.code === 'VALID') return validBody(verdict.principal);
-  return [answerStart(verdict), ',"principal":', principalJson(verdict.principal), limits, '}'].join('');
+  return `${answerStart(verdict)},"principal":${principalJson(verdict.principal)}${limits}}`;
 }
 
-const VALID_START = '{"result":"success","valid":true,"code":"VALID"';
 const answerStart = (verdict: Verdict) =>
-  verdict.code === 'VALID' ? VALID_START : `{"result":"success","valid":false,"code":"${verdict.code}"`;
+  `{"result":"success","valid":${verdict.valid},"code":"${verdict.code}"`;
 
 /** Answers in a row mostly share a reset (the latest admission's millisecond + the duration). */
 const isoResetOf = isoFormatter();
