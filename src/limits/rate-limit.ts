@@ -120,20 +120,27 @@ export type KeyRateLimits = {
   operator?: RateLimitRule;
 };
 
+/** Whose limit it is: the key's own, its user's policy, or the operator's RATE_LIMIT. */
+export type LimitScope = 'key' | 'user' | 'operator';
+
+/** One of the limits a key's verification is under, with whose it is (the answers' `scope`). */
+export type KeyLimit = CountedLimit & { readonly scope: LimitScope };
+
 /**
- * The limits a key's verification is under, each on its own counter; a counter's name starts with
- * whose limit it is (`key`, `user`, `operator`), which the answers report as its scope.
+ * The limits a key's verification is under, each on its own counter, whose name starts with whose
+ * limit it is, then what shares it.
  */
-export function limitsOfKey({ lineage, own, userId, user, operator }: KeyRateLimits): CountedLimit[] {
-  const limits: CountedLimit[] = [];
-  if (own !== undefined) limits.push({ ...own, counter: counterOf('key', lineage) });
-  if (user !== undefined) limits.push({ ...user, counter: counterOf('user', userId) });
-  if (operator !== undefined) limits.push({ ...operator, counter: counterOf('operator', lineage) });
+export function limitsOfKey({ lineage, own, userId, user, operator }: KeyRateLimits): KeyLimit[] {
+  const limits: KeyLimit[] = [];
+  if (own !== undefined) limits.push({ ...own, scope: 'key', counter: counterOf('key', lineage) });
+  if (user !== undefined) limits.push({ ...user, scope: 'user', counter: counterOf('user', userId) });
+  if (operator !== undefined)
+    limits.push({ ...operator, scope: 'operator', counter: counterOf('operator', lineage) });
   return limits;
 }
 
-/** A counter's name: whose limit it is (which answers report as its scope), then what shares it. */
-export function counterOf(scope: 'key' | 'user' | 'operator', id: string | number): string {
+/** A counter's name: whose limit it is, then what shares it. */
+export function counterOf(scope: LimitScope, id: string | number): string {
   return `${scope}:${id}`;
 }
 

@@ -22,16 +22,14 @@ import {
 } from '../limits/credits';
 import type { PendingAdmissions } from '../limits/pending-admissions';
 import {
-  type CountedLimit,
+  type KeyLimit,
+  type LimitScope,
   limitsOfKey,
   type RateLimiter,
   type RateLimitRule,
   type RateLimitVerdict,
   wholeSecondsUntil,
 } from '../limits/rate-limit';
-
-/** Whose limit an answer reports: the key's own, its user's policy, or the operator's RATE_LIMIT. */
-export type LimitScope = 'key' | 'user' | 'operator';
 
 /** The limit an answer reports (ms times; the answers write `reset` as ISO, headers as seconds). */
 export type RateLimitReport = {
@@ -70,12 +68,12 @@ export type UsageLimits = {
  * once per row, so a limited key's verification builds neither the counter's name nor the list.
  * Frozen: a kept list, on whose limit the in-memory limiter remembers its window.
  */
-const ownLimitsOf = perRow((row): readonly CountedLimit[] => {
+const ownLimitsOf = perRow((row): readonly KeyLimit[] => {
   const own = rateLimitOf(row);
   if (own === undefined) return NO_LIMITS;
   return Object.freeze(limitsOfKey({ lineage: lineageOf(row), own, userId: row.userId }));
 });
-const NO_LIMITS: readonly CountedLimit[] = Object.freeze([]);
+const NO_LIMITS: readonly KeyLimit[] = Object.freeze([]);
 
 /** How many times a verification refused while admissions were pending waits for them and asks again. */
 const SETTLE_ROUNDS = 8;
@@ -194,7 +192,7 @@ function limitedBy(
  */
 function settling(
   limits: UsageLimits,
-  counted: readonly CountedLimit[],
+  counted: readonly KeyLimit[],
   take: boolean,
   held?: () => void,
   round = 0,
@@ -209,7 +207,7 @@ function settling(
 function decided(
   decision: RateLimitVerdict,
   limits: UsageLimits,
-  counted: readonly CountedLimit[],
+  counted: readonly KeyLimit[],
   take: boolean,
   held: (() => void) | undefined,
   round: number,
@@ -225,14 +223,14 @@ function decided(
 }
 
 /** A verification under limits and no credits: RATE_LIMITED, or allowed with the limit reported. */
-function limitedOnly(decision: RateLimitVerdict, counted: readonly CountedLimit[]): LimitsOutcome {
+function limitedOnly(decision: RateLimitVerdict, counted: readonly KeyLimit[]): LimitsOutcome {
   return rateLimited(decision, counted) ?? { allowed: true, ratelimit: reportOf(decision, counted) };
 }
 
 /** The RATE_LIMITED answer of a refused decision; undefined when it passed (or there was none). */
 function rateLimited(
   decision: RateLimitVerdict | undefined,
-  counted: readonly CountedLimit[],
+  counted: readonly KeyLimit[],
 ): LimitsOutcome | undefined {
   if (decision === undefined || decision.allowed) return undefined;
   return {
@@ -274,22 +272,21 @@ function visiblyShort(
 /** Gives a refused verification's admission back: only VALID answers use the limit. */
 function refundOf(
   limits: UsageLimits,
-  counted: readonly CountedLimit[],
+  counted: readonly KeyLimit[],
   decision: RateLimitVerdict | undefined,
 ): SyncOrAsync<void> {
   if (decision?.ticket === undefined) return undefined;
   return limits.limiter.refund(counted, decision.ticket);
 }
 
-function reportOf(decision: RateLimitVerdict, counted: readonly CountedLimit[]): RateLimitReport {
+function reportOf(decision: RateLimitVerdict, counted: readonly KeyLimit[]): RateLimitReport {
   const { reported } = decision;
-  const counter = counted[decision.reportedIndex]?.counter ?? '';
   return {
     limit: reported.limit,
     duration: reported.duration,
     remaining: reported.remaining,
     reset: reported.reset,
     now: decision.now,
-    scope: counter.slice(0, counter.indexOf(':')) as LimitScope,
+    scope: (counted[decision.reportedIndex] as KeyLimit).scope,
   };
 }

@@ -127,17 +127,17 @@ describe('the answer of a rate-limited verification', () => {
 });
 
 describe('which limits a key is under', () => {
-  it('gives each limit its own counter, and a key without any never reaches the limiter', () => {
+  it('gives each limit its own counter and says whose it is, and a key without any never reaches the limiter', () => {
     const operator = { limit: 100, duration: 60 };
     expect(limitsOfKey({ lineage: 'kg_1', userId: 7, own: { limit: 5, duration: 10 }, operator })).toEqual([
-      { counter: 'key:kg_1', limit: 5, duration: 10 },
-      { counter: 'operator:kg_1', limit: 100, duration: 60 },
+      { counter: 'key:kg_1', scope: 'key', limit: 5, duration: 10 },
+      { counter: 'operator:kg_1', scope: 'operator', limit: 100, duration: 60 },
     ]);
     expect(limitsOfKey({ lineage: 'kg_1', userId: 7, operator })).toEqual([
-      { counter: 'operator:kg_1', limit: 100, duration: 60 },
+      { counter: 'operator:kg_1', scope: 'operator', limit: 100, duration: 60 },
     ]);
     expect(limitsOfKey({ lineage: 'kg_1', userId: 7, user: { limit: 9, duration: 1 } })).toEqual([
-      { counter: 'user:7', limit: 9, duration: 1 },
+      { counter: 'user:7', scope: 'user', limit: 9, duration: 1 },
     ]);
     const untouchable = new Proxy({} as RateLimiter, {
       get: () => {
