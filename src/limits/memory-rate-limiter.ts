@@ -4,8 +4,9 @@
 // Memory: one window per counter admitted within its duration, each at most SUB_WINDOWS + 1
 // sub-windows (three numbers each). A window idle for its duration answers exactly as an absent one, so
 // it is dropped: each window added sweeps SWEEP_STEP others for idleness (SWEEP_EVERY additions'
-// worth at once, in one pass: stepping the Map's iterator call by call cost a tenth of the limiter's
-// time), and `sweep()` (for a timer) drops all idle ones. Over one pass through the Map, which takes
+// worth at once, in one pass, at the start of the next call, before it holds any window: stepping
+// the Map's iterator call by call cost a tenth of the limiter's time), and `sweep()` (for a timer)
+// drops all idle ones. Over one pass through the Map, which takes
 // size / SWEEP_STEP additions, every window idle when the pass began is dropped, so the Map holds at
 // most about SWEEP_STEP / (SWEEP_STEP - 1) = twice the windows admitted to within their duration.
 // Verifications of counters already kept sweep nothing: a sweep reads windows nobody is asking for,
@@ -60,8 +61,9 @@ export class MemoryRateLimiter implements RateLimiter {
 
   check(limits: readonly CountedLimit[]): RateLimitVerdict {
     const now = this.clock();
+    this.sweepIfDue(now);
     const kept = Object.isFrozen(limits);
-    const windows = limits.map((limit) => this.windowOf(limit, now, false, kept));
+    const windows = limits.map((limit) => this.windowOf(limit, false, kept));
     const allowed = windows.every((window) => used(window, now) < window.limit);
     return verdictOf(
       allowed,
@@ -73,13 +75,14 @@ export class MemoryRateLimiter implements RateLimiter {
   consume(limits: readonly CountedLimit[]): RateLimitVerdict {
     // Plain loops, each window's count read once: this runs on every verification of a limited key.
     const now = this.clock();
+    this.sweepIfDue(now);
     const count = limits.length;
     const kept = Object.isFrozen(limits);
     if (count === 1) return this.consumeOne(limits[0] as CountedLimit, now, kept);
     const windows: WindowState[] = new Array(count);
     let allowed = true;
     for (let i = 0; i < count; i++) {
-      const window = this.windowOf(limits[i] as CountedLimit, now, true, kept);
+      const window = this.windowOf(limits[i] as CountedLimit, true, kept);
       windows[i] = window;
       if (used(window, now) >= window.limit) allowed = false;
     }
@@ -101,7 +104,7 @@ export class MemoryRateLimiter implements RateLimiter {
 
   /** `consume` of a single limit (most limited keys: their own), without the lists of several. */
   private consumeOne(limit: CountedLimit, now: number, kept: boolean): RateLimitVerdict {
-    const window = this.windowOf(limit, now, true, kept);
+    const window = this.windowOf(limit, true, kept);
     const epoch = admit(window, now);
     const ticket = epoch === undefined ? undefined : [{ counter: limit.counter, epoch }];
     return verdictOf(epoch !== undefined, [stateOf(window, now)], now, ticket);
@@ -125,8 +128,9 @@ export class MemoryRateLimiter implements RateLimiter {
     for (const [counter, window] of this.windows) if (isIdle(window, now)) this.drop(counter, window);
   }
 
-  private sweepSome(now: number): void {
-    if (++this.addedSinceSweep < SWEEP_EVERY) return;
+  /** Sweeps SWEEP_STEP windows for each one added since the last sweep, once SWEEP_EVERY were. */
+  private sweepIfDue(now: number): void {
+    if (this.addedSinceSweep < SWEEP_EVERY) return;
     this.addedSinceSweep = 0;
     let budget = SWEEP_EVERY * SWEEP_STEP;
     this.sweepCursor ??= this.windows.entries();
@@ -140,9 +144,9 @@ export class MemoryRateLimiter implements RateLimiter {
 
   /**
    * The counter's window: the one `limit` remembers (when `kept`), else the Map's; a fresh one when it
-   * has none or its rule changed, stored only when `keep` (and then sweeping for idle ones).
+   * has none or its rule changed, stored only when `keep` (and counted for the next sweep).
    */
-  private windowOf(limit: CountedLimit, now: number, keep: boolean, kept: boolean): WindowState {
+  private windowOf(limit: CountedLimit, keep: boolean, kept: boolean): WindowState {
     const remembering = limit as Remembering;
     const remembered = kept ? remembering[this.remembered] : undefined;
     if (remembered !== undefined && !remembered.dropped) return remembered;
@@ -152,7 +156,7 @@ export class MemoryRateLimiter implements RateLimiter {
     else {
       window = { ...newWindow(limit.limit, limit.duration * 1000), dropped: false };
       if (!keep) return window;
-      this.sweepSome(now);
+      this.addedSinceSweep++;
       if (existing !== undefined) existing.dropped = true;
       this.windows.set(limit.counter, window);
     }

@@ -222,6 +222,28 @@ describe('the limiter memory', () => {
     expect(limiter.check([{ ...rule }]).reported.remaining).toBe(1);
   });
 
+  it('never drops a window a call is counting on, however the sweeps fall', () => {
+    const { time, limiter } = limiterAt();
+    // One admission a second on `shared`, each call also under a counter of its own, so every call
+    // adds a window and the sweeps fall on every call position in turn; `shared` is idle when each
+    // second begins.
+    const admittedPerSecond: number[] = [];
+    for (let second = 0; second < 80; second++) {
+      let admitted = 0;
+      for (let call = 0; call < 33; call++) {
+        const limits = [
+          { counter: 'shared', limit: 1, duration: 1 },
+          { counter: `own:${second}:${call}`, limit: 100, duration: 1 },
+        ];
+        if (limiter.consume(limits).allowed) admitted++;
+        time.now += 1;
+      }
+      admittedPerSecond.push(admitted);
+      time.now += 1_000;
+    }
+    expect(admittedPerSecond).toEqual(Array(80).fill(1));
+  });
+
   it('keeps at most 21 sub-windows per counter under any traffic', () => {
     const { time, limiter } = limiterAt();
     const limits = [{ counter: 'k', limit: 1_000_000, duration: 10 }];
