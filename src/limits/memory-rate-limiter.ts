@@ -12,11 +12,11 @@
 // Verifications of counters already kept sweep nothing: a sweep reads windows nobody is asking for,
 // one cache miss each, which cost more than the verification's own counting.
 //
-// A limit of a frozen list (one its caller keeps and passes again: a key's own limit, kept with its
-// row) remembers the window it was counted on, in a hidden property of this limiter's, so the next
-// call reaches the window without the Map's lookup (with 10k keys in rotation, its cache misses were
-// a third of a verification's counting); a window dropped from the Map says so, and is then looked up
-// again.
+// A limit passed to `consumeKept` (one its caller keeps and passes again: a key's own limit, kept
+// with its row) remembers the window it was counted on, in a hidden property of this limiter's, so
+// the next call reaches the window without the Map's lookup (with 10k keys in rotation, its cache
+// misses were a third of a verification's counting); a window dropped from the Map says so, and is
+// then looked up again.
 import type { Clock } from '../core/clock';
 import {
   type CountedLimit,
@@ -48,7 +48,7 @@ type KeptWindow = WindowState & { dropped: boolean };
 export class MemoryRateLimiter implements RateLimiter {
   private readonly windows = new Map<string, KeptWindow>();
   private sweepCursor: MapIterator<[string, KeptWindow]> | undefined;
-  /** The hidden property of a kept list's limits holding their window: this limiter's own. */
+  /** The hidden property of a kept limit holding its window: this limiter's own. */
   private readonly remembered = Symbol('window');
   private addedSinceSweep = 0;
 
@@ -62,8 +62,7 @@ export class MemoryRateLimiter implements RateLimiter {
   check(limits: readonly CountedLimit[]): RateLimitVerdict {
     const now = this.clock();
     this.sweepIfDue(now);
-    const kept = Object.isFrozen(limits);
-    const windows = limits.map((limit) => this.windowOf(limit, false, kept));
+    const windows = limits.map((limit) => this.windowOf(limit, false, false));
     const allowed = windows.every((window) => used(window, now) < window.limit);
     return verdictOf(
       allowed,
@@ -77,12 +76,11 @@ export class MemoryRateLimiter implements RateLimiter {
     const now = this.clock();
     this.sweepIfDue(now);
     const count = limits.length;
-    const kept = Object.isFrozen(limits);
-    if (count === 1) return this.consumeOne(limits[0] as CountedLimit, now, kept);
+    if (count === 1) return this.consumeOne(limits[0] as CountedLimit, now, false);
     const windows: WindowState[] = new Array(count);
     let allowed = true;
     for (let i = 0; i < count; i++) {
-      const window = this.windowOf(limits[i] as CountedLimit, true, kept);
+      const window = this.windowOf(limits[i] as CountedLimit, true, false);
       windows[i] = window;
       if (used(window, now) >= window.limit) allowed = false;
     }
@@ -100,6 +98,12 @@ export class MemoryRateLimiter implements RateLimiter {
     const states: LimitState[] = new Array(count);
     for (let i = 0; i < count; i++) states[i] = stateOf(windows[i] as WindowState, now);
     return verdictOf(allowed, states, now, ticket);
+  }
+
+  consumeKept(limit: CountedLimit): RateLimitVerdict {
+    const now = this.clock();
+    this.sweepIfDue(now);
+    return this.consumeOne(limit, now, true);
   }
 
   /** `consume` of a single limit (most limited keys: their own), without the lists of several. */

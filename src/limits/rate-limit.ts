@@ -53,12 +53,13 @@ export type RateLimitVerdict = {
 export interface RateLimiter {
   /** The verdict a verification would get now, counting nothing. */
   check(limits: readonly CountedLimit[]): Promise<RateLimitVerdict> | RateLimitVerdict;
-  /**
-   * Counts one verification on every limit when all of them allow it, on none otherwise. A frozen list
-   * is one its caller keeps and passes again (a key's own limit, kept with its row): a limiter may
-   * remember on its limits where it counts them.
-   */
+  /** Counts one verification on every limit when all of them allow it, on none otherwise. */
   consume(limits: readonly CountedLimit[]): Promise<RateLimitVerdict> | RateLimitVerdict;
+  /**
+   * `consume([limit])` of a limit its caller keeps and passes again (a key's own limit, kept with its
+   * row): a limiter may remember on it where it counts it.
+   */
+  consumeKept(limit: CountedLimit): Promise<RateLimitVerdict> | RateLimitVerdict;
   /** Gives back an admission (it passed the limits but was refused for credits). */
   refund(limits: readonly CountedLimit[], ticket: RateLimitTicket): Promise<void> | void;
   /** Starts these counters afresh (the key's `ratelimit` was replaced or removed). */

@@ -64,14 +64,21 @@ export type UsageLimits = {
 };
 
 /**
- * A key's own rate limit on its counter (`key:<lineage>`), alone in a list, or an empty list: made
- * once per row, so a limited key's verification builds neither the counter's name nor the list.
- * Frozen: a kept list, on whose limit the in-memory limiter remembers its window.
+ * A key's own rate limit on its counter (`key:<lineage>`), or null: made once per row, so a limited
+ * key's verification builds no counter name, and the limiter may remember its window on it
+ * (`consumeKept`).
  */
-const ownLimitsOf = perRow((row): readonly KeyLimit[] => {
+const ownLimitOf = perRow((row): KeyLimit | null => {
   const own = rateLimitOf(row);
-  if (own === undefined) return NO_LIMITS;
-  return Object.freeze(limitsOfKey({ lineage: lineageOf(row), own, userId: row.userId }));
+  return own === undefined
+    ? null
+    : (limitsOfKey({ lineage: lineageOf(row), own, userId: row.userId })[0] ?? null);
+});
+
+/** The key's own limit alone in a list, or an empty list, made once per row (for the paths with credits). */
+const ownLimitsOf = perRow((row): readonly KeyLimit[] => {
+  const own = ownLimitOf(row);
+  return own === null ? NO_LIMITS : Object.freeze([own]);
 });
 const NO_LIMITS: readonly KeyLimit[] = Object.freeze([]);
 
@@ -102,26 +109,27 @@ function limitedBy(
   cost: number,
   policy: StoredPolicy | undefined,
 ): SyncOrAsync<LimitsOutcome> {
-  const ownLimits = ownLimitsOf(row);
+  const own = ownLimitOf(row);
   const user = policy?.ratelimit ?? undefined;
   const operator = limits.operatorRule;
   const userPool = policy?.credits != null;
-  if (
-    ownLimits.length === 0 &&
-    user === undefined &&
-    operator === undefined &&
-    row.credits == null &&
-    !userPool
-  ) {
-    return ALLOWED;
+  const paying = row.credits != null || userPool;
+  if (user === undefined && operator === undefined) {
+    if (own === null && !paying) return ALLOWED;
+    // A key under its own limit only (the common case): counted on the limit kept with its row, no
+    // list, no closure (an in-memory limiter answers at once).
+    if (own !== null && !paying) {
+      const decision = limits.limiter.consumeKept(own);
+      return decision instanceof Promise
+        ? decision.then((settled) => ownLimited(limits, own, settled))
+        : ownLimited(limits, own, decision);
+    }
   }
   const lineage = lineageOf(row);
-  // A key under its own limit only (the common case) is counted on the limits kept with its row.
   const counted =
     user === undefined && operator === undefined
-      ? ownLimits
-      : limitsOfKey({ lineage, own: ownLimits[0], userId: row.userId, user, operator });
-  const paying = row.credits != null || userPool;
+      ? ownLimitsOf(row)
+      : limitsOfKey({ lineage, own: own ?? undefined, userId: row.userId, user, operator });
   const short = paying ? visiblyShort(limits, row.credits, policy?.credits, cost) : undefined;
   if (short !== undefined) {
     // Refused for credits whatever the limits say: checked against them (RATE_LIMITED comes first),
@@ -222,6 +230,22 @@ function decided(
     : pending.then(() => settling(limits, counted, take, held, round + 1));
 }
 
+/**
+ * A verification under its key's own limit only: allowed with the limit reported, or, refused, as
+ * `settling` decides (after any admission pending on the counter has settled).
+ */
+function ownLimited(
+  limits: UsageLimits,
+  own: KeyLimit,
+  decision: RateLimitVerdict,
+): SyncOrAsync<LimitsOutcome> {
+  if (decision.allowed) return { allowed: true, ratelimit: reportIn(decision, own.scope) };
+  const counted = [own];
+  return andThen(decided(decision, limits, counted, true, undefined, 0), (settled) =>
+    limitedOnly(settled, counted),
+  );
+}
+
 /** A verification under limits and no credits: RATE_LIMITED, or allowed with the limit reported. */
 function limitedOnly(decision: RateLimitVerdict, counted: readonly KeyLimit[]): LimitsOutcome {
   return rateLimited(decision, counted) ?? { allowed: true, ratelimit: reportOf(decision, counted) };
@@ -280,6 +304,10 @@ function refundOf(
 }
 
 function reportOf(decision: RateLimitVerdict, counted: readonly KeyLimit[]): RateLimitReport {
+  return reportIn(decision, (counted[decision.reportedIndex] as KeyLimit).scope);
+}
+
+function reportIn(decision: RateLimitVerdict, scope: LimitScope): RateLimitReport {
   const { reported } = decision;
   return {
     limit: reported.limit,
@@ -287,6 +315,6 @@ function reportOf(decision: RateLimitVerdict, counted: readonly KeyLimit[]): Rat
     remaining: reported.remaining,
     reset: reported.reset,
     now: decision.now,
-    scope: (counted[decision.reportedIndex] as KeyLimit).scope,
+    scope,
   };
 }

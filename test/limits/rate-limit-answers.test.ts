@@ -188,37 +188,33 @@ describe('the limiter memory', () => {
     expect(limiter.size).toBe(0);
   });
 
-  it('counts a kept (frozen) list on the same window as any other list of its counter, across forgets, sweeps and rule changes', () => {
+  it('counts a kept limit (consumeKept) on the same window as any list of its counter, across forgets, sweeps and rule changes', () => {
     const { time, limiter } = limiterAt();
     const rule = { counter: 'key:kg_1', limit: 5, duration: 1 };
-    // A key's own limit, kept with its row and passed on every call; and the same counter from a list
-    // made anew (another row of the lineage, or a read after a refresh).
-    const kept = Object.freeze([{ ...rule }]);
-    const remaining = (limits: readonly (typeof rule)[]) => limiter.consume(limits).reported.remaining;
-    expect([remaining(kept), remaining(kept), remaining([{ ...rule }]), remaining(kept)]).toEqual([
-      4, 3, 2, 1,
-    ]);
-    // What the limiter remembers on a limit is hidden from its readers.
-    expect(Object.keys(kept[0] as object)).toEqual(['counter', 'limit', 'duration']);
-    expect(JSON.stringify(kept)).toBe(JSON.stringify([rule]));
-    // Forgotten: both lists start afresh, on one window again.
+    // A key's own limit, kept with its row and passed on every call; and the same counter in a list
+    // made anew (a key under several limits, or another row of the lineage).
+    const kept = { ...rule };
+    const keptLeft = () => limiter.consumeKept(kept).reported.remaining;
+    const listLeft = (limit = rule) => limiter.consume([{ ...limit }]).reported.remaining;
+    expect([keptLeft(), keptLeft(), listLeft(), keptLeft()]).toEqual([4, 3, 2, 1]);
+    // What the limiter remembers on a limit (one symbol property) is hidden from its readers.
+    expect(Object.getOwnPropertySymbols(kept)).toHaveLength(1);
+    expect(Object.keys(kept)).toEqual(['counter', 'limit', 'duration']);
+    expect(JSON.stringify(kept)).toBe(JSON.stringify(rule));
+    // Forgotten: both start afresh, on one window again.
     limiter.forget(['key:kg_1']);
-    expect([remaining(kept), remaining([{ ...rule }])]).toEqual([4, 3]);
-    // Swept once idle: the kept list's next admission is in the Map, where the other list finds it.
+    expect([keptLeft(), listLeft()]).toEqual([4, 3]);
+    // Swept once idle: the kept limit's next admission is in the Map, where a list finds it.
     time.now += 1_000;
     limiter.sweep();
     expect(limiter.size).toBe(0);
-    expect([remaining(kept), remaining([{ ...rule }]), limiter.size]).toEqual([4, 3, 1]);
-    // A list with another rule on the counter starts it afresh, and the kept one then starts afresh too.
-    const tighter = Object.freeze([{ ...rule, limit: 3 }]);
-    expect([remaining(tighter), remaining(tighter), remaining(kept), remaining([{ ...rule }])]).toEqual([
-      2, 1, 4, 3,
-    ]);
-    // A limit that cannot take a property (frozen itself) is counted through the Map.
-    const sealed = Object.freeze([Object.freeze({ ...rule })]);
-    expect([remaining(sealed), remaining(kept)]).toEqual([2, 1]);
-    // check() reads the remembered window and counts nothing.
-    expect(limiter.check(kept).reported.remaining).toBe(1);
+    expect([keptLeft(), listLeft(), limiter.size]).toEqual([4, 3, 1]);
+    // Another rule on the counter starts it afresh, and the kept limit then starts afresh too.
+    const tighter = { ...rule, limit: 3 };
+    expect([listLeft(tighter), listLeft(tighter), keptLeft(), listLeft()]).toEqual([2, 1, 4, 3]);
+    // A limit that cannot take a property (frozen) is counted through the Map.
+    const sealed = Object.freeze({ ...rule });
+    expect([limiter.consumeKept(sealed).reported.remaining, keptLeft()]).toEqual([2, 1]);
     expect(limiter.check([{ ...rule }]).reported.remaining).toBe(1);
   });
 

@@ -32,6 +32,7 @@ type DecisionRow = {
 export interface PostgresRateLimiter extends RateLimiter {
   check(limits: readonly CountedLimit[]): Promise<RateLimitVerdict>;
   consume(limits: readonly CountedLimit[]): Promise<RateLimitVerdict>;
+  consumeKept(limit: CountedLimit): Promise<RateLimitVerdict>;
   refund(limits: readonly CountedLimit[], ticket: RateLimitTicket): Promise<void>;
   forget(counters: readonly string[]): Promise<void>;
   /** Deletes up to `batch` windows that hold nothing any more; how many it deleted. */
@@ -120,6 +121,8 @@ export function createPostgresRateLimiter(sql: SQL, { clock }: { clock?: Clock }
   return {
     check: (limits) => decide(limits, false),
     consume: (limits) => consumeInBatch({ limits, now: clock === undefined ? null : clock() }),
+    // Nothing to remember here: every decision is the database's.
+    consumeKept: (limit) => consumeInBatch({ limits: [limit], now: clock === undefined ? null : clock() }),
     async refund(limits, ticket) {
       const counted = ticket.flatMap(({ counter, epoch }) => {
         const limit = limits.find((candidate) => candidate.counter === counter);
