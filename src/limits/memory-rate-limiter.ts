@@ -6,11 +6,11 @@
 // it is dropped: each window added sweeps SWEEP_STEP others for idleness (SWEEP_EVERY additions'
 // worth at once, in one pass, at the start of the next call, before it holds any window: stepping
 // the Map's iterator call by call cost a tenth of the limiter's time), and `sweep()` (for a timer)
-// drops all idle ones. Over one pass through the Map, which takes
-// size / SWEEP_STEP additions, every window idle when the pass began is dropped, so the Map holds at
-// most about SWEEP_STEP / (SWEEP_STEP - 1) = twice the windows admitted to within their duration.
-// Verifications of counters already kept sweep nothing: a sweep reads windows nobody is asking for,
-// one cache miss each, which cost more than the verification's own counting.
+// drops all idle ones. Over one pass through the Map, which takes size / SWEEP_STEP additions, every
+// window idle when the pass began is dropped, so the Map holds at most about
+// SWEEP_STEP / (SWEEP_STEP - 1) = twice the windows admitted to within their duration. Traffic that
+// adds no window sweeps nothing: a sweep reads windows nobody is asking for, one cache miss each,
+// which cost more than a verification's own counting.
 //
 // A limit passed to `consumeKept` (one its caller keeps and passes again: a key's own limit, kept
 // with its row) remembers the window it was counted on, in a hidden property of this limiter's, so
