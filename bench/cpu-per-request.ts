@@ -38,7 +38,7 @@ import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
 import { createJwtAuthority } from '../src/auth/jwt';
 import { systemClock } from '../src/core/clock';
-import { BENCH_PERMISSIONS, BENCH_PERMISSIONS_QUERY } from './cases';
+import { BENCH_PERMISSIONS, BENCH_PERMISSIONS_QUERY, BENCH_RATE_LIMIT } from './cases';
 import { cpuUs } from './process-cpu';
 import { seedKeys, verifyKeySpec } from './seed';
 import { type WrkRun, wrkAlongside, wrkOnce } from './wrk';
@@ -91,7 +91,7 @@ seedKeys(template, [
     },
   }),
   verifyKeySpec({
-    ratelimit: { limit: 1_000_000, duration: 60 },
+    ratelimit: BENCH_RATE_LIMIT,
     onKey: (id, secret) => limitedBodies.push(JSON.stringify({ key: id, secret })),
   }),
   verifyKeySpec({

@@ -17,6 +17,7 @@ import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFile
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { BENCH_RATE_LIMIT } from './cases';
 import { median } from './figures';
 import { seedKeys, verifyKeySpec } from './seed';
 import { wrkOnce } from './wrk';
@@ -66,7 +67,7 @@ seedKeys(template, [
     },
   }),
   verifyKeySpec({
-    ratelimit: { limit: 1_000_000, duration: 60 },
+    ratelimit: BENCH_RATE_LIMIT,
     onKey(id, secret) {
       limitedBasics.push(`Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`);
       limitedBodies.push(JSON.stringify({ key: id, secret }));

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { Subprocess } from 'bun';
 import { createJwtAuthority } from '../src/auth/jwt';
 import { systemClock } from '../src/core/clock';
+import { BENCH_RATE_LIMIT } from './cases';
 import { seedKeys } from './seed';
 import { wrkOnce } from './wrk';
 
@@ -44,7 +45,7 @@ async function main(): Promise<void> {
       expiresAt: Date.now() + DAY_MS,
       name: 'caller',
       // PROFILE_RATELIMIT=1: each of these keys has a rate limit too high to refuse (the limiter's cost).
-      ...(process.env.PROFILE_RATELIMIT === '1' ? { ratelimit: { limit: 1_000_000, duration: 60 } } : {}),
+      ...(process.env.PROFILE_RATELIMIT === '1' ? { ratelimit: BENCH_RATE_LIMIT } : {}),
       onKey(id, key) {
         basics.push(`Basic ${Buffer.from(`${id}:${key}`).toString('base64')}`);
         verifyBodies.push(JSON.stringify({ key: id, secret: key }));
